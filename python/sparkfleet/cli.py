@@ -1,0 +1,171 @@
+"""sparkfleet plan | explain | catalog."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+import psutil
+from pydantic import ValidationError
+
+from .catalog import get_profile, load_catalog
+from .errors import PlanError
+from .localmodel import profile_from_dir
+from .models import GIB, HostFacts, Intent, ModelProfile, Platform, ServePlan
+from .planner import DEFAULT_VLLM, plan
+from .report import render_explain, render_report
+from .versions import VllmVersion
+
+# What vLLM's CUDA runtime reports as total memory on a DGX Spark (field-anchors.md: "of 121.69 GiB").
+GB10_REFERENCE_TOTAL_GIB = 121.69
+
+
+def _local_platform() -> Platform:
+    return Platform.GB10 if os.path.exists("/proc/driver/nvidia/gpus") else Platform.CPU
+
+
+def _profile(model: str, weights_gib: float | None, kv_bytes_per_token: int | None) -> ModelProfile:
+    profile = profile_from_dir(model) if os.path.isdir(model) else get_profile(model)
+    updates: dict[str, object] = {}
+    sources = dict(profile.sources)
+    if weights_gib is not None:
+        updates["weights_gib"] = weights_gib
+        sources["weights_gib"] = "--weights-gib"
+    if kv_bytes_per_token is not None:
+        # Express a measured per-token figure as one bf16 full-attention layer of that width.
+        if kv_bytes_per_token % 4:
+            raise PlanError("--kv-bytes-per-token", "must be a multiple of 4 (2 x K/V x bf16 bytes)")
+        updates.update(full_attention_layers=1, sliding_attention_layers=0, kv_heads=1,
+                       head_dim=kv_bytes_per_token // 4, mla=None, state_layers=None, sliding_window=None)
+        sources["head_dim"] = sources["kv_heads"] = "--kv-bytes-per-token"
+    if not updates:
+        return profile
+    return ModelProfile.model_validate(profile.model_dump() | updates | {"sources": sources})
+
+
+def _host(args: argparse.Namespace) -> tuple[HostFacts, str | None]:
+    platform = Platform(args.platform)
+    note = None
+    if args.memory_gib is not None:
+        total = int(args.memory_gib * GIB)
+        available = None
+    elif platform is _local_platform():
+        vm = psutil.virtual_memory()
+        total, available = vm.total, vm.available
+    else:
+        total, available = int(GB10_REFERENCE_TOTAL_GIB * GIB), None
+        note = f"planning for a DGX Spark's {GB10_REFERENCE_TOTAL_GIB} GiB (this host is not one; see --memory-gib)"
+    host = HostFacts(
+        platform=platform,
+        arch="aarch64" if platform is Platform.GB10 else os.uname().machine,
+        gpu_name="NVIDIA GB10" if platform is Platform.GB10 else None,
+        compute_capability="12.1" if platform is Platform.GB10 else None,
+        mem_total_bytes=total,
+        mem_available_bytes=available,
+        unified_memory=platform is Platform.GB10,
+        vllm_version=args.vllm_version,
+    )
+    return host, note
+
+
+def _intent(args: argparse.Namespace) -> Intent:
+    return Intent(
+        max_context=args.context, concurrency=args.concurrency, profile=args.profile,
+        kv_cache_dtype=args.kv_cache_dtype, speculative=args.speculative,
+        num_speculative_tokens=args.num_speculative_tokens, served_name=args.served_name, host=args.host,
+        port=args.port, api_key=args.api_key, allow_unauthenticated_bind=args.allow_unauthenticated_bind,
+        tensor_parallel_size=args.tp, pipeline_parallel_size=args.pp, nodes=args.nodes, allow_yarn=args.yarn,
+        gpu_memory_utilization=args.gpu_memory_utilization, max_num_batched_tokens=args.max_num_batched_tokens,
+        host_reserve_gib=args.host_reserve_gib,
+    )
+
+
+def _add_plan_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="catalog id (see 'sparkfleet catalog') or a local model directory")
+    p.add_argument("--platform", choices=[x.value for x in Platform], default=Platform.GB10.value)
+    p.add_argument("--vllm-version", default=DEFAULT_VLLM)
+    p.add_argument("--memory-gib", type=float, help="total memory (default: this host's MemTotal)")
+    p.add_argument("--context", type=int, help="max tokens per request (default: min(native, 65536))")
+    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--profile", choices=["interactive", "throughput", "memory-saver"], default="interactive")
+    p.add_argument("--kv-cache-dtype", choices=["auto", "fp8", "bf16"], default="auto")
+    p.add_argument("--speculative", choices=["none", "ngram", "suffix", "mtp", "dflash"], default="none")
+    p.add_argument("--num-speculative-tokens", type=int)
+    p.add_argument("--served-name")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--api-key", action="store_true", help="require VLLM_API_KEY (read from the env file)")
+    p.add_argument("--allow-unauthenticated-bind", action="store_true")
+    p.add_argument("--tp", type=int, default=1, help="tensor parallel size")
+    p.add_argument("--pp", type=int, default=1, help="pipeline parallel size")
+    p.add_argument("--nodes", type=int, default=1)
+    p.add_argument("--yarn", action="store_true", help="allow a context above the native limit (YaRN)")
+    p.add_argument("--gpu-memory-utilization", type=float, help="predict what vLLM does at this utilization")
+    p.add_argument("--max-num-batched-tokens", type=int)
+    p.add_argument("--host-reserve-gib", type=float)
+    p.add_argument("--weights-gib", type=float, help="override the profile's weights size")
+    p.add_argument("--kv-bytes-per-token", type=int, help="override KV bytes per token (bf16, whole model)")
+    p.add_argument("--json", action="store_true", help="print the ServePlan as JSON")
+
+
+def _make_plan(args: argparse.Namespace) -> tuple[ServePlan, str | None]:
+    VllmVersion.parse(args.vllm_version)
+    profile = _profile(args.model, args.weights_gib, args.kv_bytes_per_token)
+    host, note = _host(args)
+    return plan(host, profile, _intent(args), model_ref=args.model), note
+
+
+def _catalog(as_json: bool) -> str:
+    catalog = load_catalog()
+    if as_json:
+        return json.dumps({k: v.model_dump(mode="json") for k, v in catalog.items()}, indent=2)
+    rows = [f"{'model':<62} {'format':<26} {'weights':>8} {'context':>9}  notes"]
+    for profile in catalog.values():
+        notes = ", ".join(x for x in (
+            "MoE" if profile.moe else "dense",
+            "MLA" if profile.mla else "",
+            profile.state_layers.kind.value if profile.state_layers else "",
+            "MTP" if profile.speculative.mtp else "",
+            "DFlash" if profile.speculative.dflash_drafter else "",
+            "patch" if profile.patches else "",
+        ) if x)
+        rows.append(f"{profile.id:<62} {profile.checkpoint_format.value:<26} {profile.weights_gib:>6.1f}Gi "
+                    f"{profile.native_max_context:>9}  {notes}")
+    return "\n".join(rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="sparkfleet", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_plan_args(sub.add_parser("plan", help="plan memory, argv and env for a model"))
+    _add_plan_args(sub.add_parser("explain", help="every argv entry and env var with its reason and source"))
+    cat = sub.add_parser("catalog", help="list the model profiles")
+    cat.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "catalog":
+            print(_catalog(args.json))
+            return 0
+        result, note = _make_plan(args)
+    except PlanError as exc:
+        print(f"sparkfleet: {exc}", file=sys.stderr)
+        return 2
+    except (ValidationError, ValueError) as exc:
+        print(f"sparkfleet: invalid input: {exc}", file=sys.stderr)
+        return 2
+    if note and not args.json:
+        print(f"note: {note}", file=sys.stderr)
+    if args.command == "explain":
+        print(render_explain(result), end="")
+    elif args.json:
+        print(json.dumps(result.model_dump(mode="json"), indent=2))
+    else:
+        print(render_report(result), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,161 @@
+"""KV-cache geometry the way vLLM builds it: pages, groups, blocks, tokens (vllm-semantics §2).
+
+Pure arithmetic. For hybrid models vLLM raises the attention block size until one attention page
+holds one state page, splits layers into groups of equal size that share one block pool, and charges
+each request blocks in every group. Capacity in tokens is reported differently before and after 0.21.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from .models import ModelProfile
+from .versions import VllmVersion, kv_tokens_from_concurrency
+
+DEFAULT_BLOCK_SIZE = 16
+# Kernel block alignment on the CUDA attention backends used on GB10 (Triton / FlashInfer: 16);
+# MLA hybrids need a multiple of 128 (platforms/interface.py _align_hybrid_block_size, 0.32).
+KERNEL_BLOCK_ALIGNMENT = 16
+MLA_HYBRID_ALIGNMENT = 128
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class GroupKind(str, Enum):
+    FULL = "full"
+    SLIDING = "sliding"
+    STATE = "state"
+
+
+@dataclass(frozen=True)
+class KvGeometry:
+    """How one rank's KV pool is laid out for a model, dtype and parallel layout."""
+
+    attention_bytes_per_token_per_layer: int
+    state_bytes_per_layer: int
+    block_size: int
+    page_bytes: int
+    group_size: int
+    groups: tuple[GroupKind, ...]
+    sliding_window: int | None
+    state_blocks_per_request: int
+
+    @property
+    def bytes_per_block(self) -> int:
+        """One block id in the shared pool backs `group_size` layers of one page each."""
+        return self.group_size * self.page_bytes
+
+    def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
+        total = 0
+        for kind in self.groups:
+            if kind is GroupKind.FULL:
+                total += cdiv(max_model_len, self.block_size)
+            elif kind is GroupKind.SLIDING:
+                window = self.sliding_window or max_model_len
+                span = min(window - 1 + max_num_batched_tokens, max_model_len)
+                total += cdiv(span, self.block_size) + 1
+            else:
+                total += self.state_blocks_per_request
+        return total
+
+    def num_blocks(self, kv_bytes: int) -> int:
+        return kv_bytes // self.bytes_per_block
+
+    def bytes_for_requests(self, requests: int, max_model_len: int, max_num_batched_tokens: int) -> int:
+        blocks = requests * self.blocks_per_request(max_model_len, max_num_batched_tokens)
+        return blocks * self.bytes_per_block
+
+    def max_concurrency(self, kv_bytes: int, max_model_len: int, max_num_batched_tokens: int) -> float:
+        per_request = self.blocks_per_request(max_model_len, max_num_batched_tokens)
+        return self.num_blocks(kv_bytes) / per_request
+
+    def reported_tokens(
+        self, kv_bytes: int, max_model_len: int, max_num_batched_tokens: int, version: VllmVersion
+    ) -> int:
+        """The "KV cache size: N tokens" figure vLLM logs at start-up for this pool."""
+        if kv_tokens_from_concurrency(version):
+            concurrency = self.max_concurrency(kv_bytes, max_model_len, max_num_batched_tokens)
+            return int(concurrency * max_model_len)
+        return self.num_blocks(kv_bytes) // len(self.groups) * self.block_size
+
+
+def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
+    del model_dtype
+    return 1 if kv_cache_dtype.startswith("fp8") else 2
+
+
+def attention_bytes_per_token(profile: ModelProfile, dtype_bytes: int, tensor_parallel: int) -> int:
+    """Per attention layer on one rank (§2.1, §2.2): MLA keeps one latent, replicated across TP."""
+    if profile.mla is not None:
+        return (profile.mla.kv_lora_rank + profile.mla.qk_rope_head_dim) * dtype_bytes
+    heads_per_rank = max(1, profile.kv_heads // tensor_parallel)
+    return 2 * heads_per_rank * profile.head_dim * dtype_bytes
+
+
+def state_bytes(profile: ModelProfile, tensor_parallel: int, speculative_tokens: int) -> int:
+    """Per state layer per sequence on one rank (§2.5): conv state + recurrent state."""
+    layers = profile.state_layers
+    if layers is None:
+        return 0
+    conv = cdiv(layers.conv_dim, tensor_parallel) * (layers.conv_kernel - 1 + speculative_tokens)
+    heads, head_dim, state = layers.state_shape
+    recurrent = cdiv(heads, tensor_parallel) * head_dim * state
+    return conv * layers.conv_dtype_bytes + recurrent * layers.state_dtype_bytes
+
+
+def _group_layout(buckets: dict[GroupKind, int]) -> tuple[int, tuple[GroupKind, ...]]:
+    """vLLM's uniform-page grouping (kv_cache_utils, 0.32): equal-sized groups, padded."""
+    counts = [n for n in buckets.values() if n > 0]
+    group_size = min(counts)
+    if max(counts) < group_size * 1.5:
+        group_size = max(counts)
+    groups: list[GroupKind] = []
+    for kind, count in buckets.items():
+        groups.extend([kind] * cdiv(count, group_size) if count else [])
+    return group_size, tuple(groups)
+
+
+def geometry(
+    profile: ModelProfile,
+    *,
+    kv_cache_dtype: str,
+    tensor_parallel: int = 1,
+    pipeline_parallel: int = 1,
+    speculative_tokens: int = 0,
+    mtp_layers: int = 0,
+    prefix_caching: bool = True,
+    state_align_mode: bool = True,
+) -> KvGeometry:
+    attn = attention_bytes_per_token(profile, kv_dtype_bytes(kv_cache_dtype, profile.dtype), tensor_parallel)
+    state = state_bytes(profile, tensor_parallel, speculative_tokens)
+    block_size = DEFAULT_BLOCK_SIZE
+    if state:
+        alignment = MLA_HYBRID_ALIGNMENT if profile.mla else KERNEL_BLOCK_ALIGNMENT
+        block_size = max(block_size, alignment * cdiv(state, alignment * attn))
+    page = block_size * attn
+
+    def per_stage(layers: int) -> int:
+        return cdiv(layers, pipeline_parallel) if layers else 0
+
+    buckets = {
+        GroupKind.FULL: per_stage(profile.full_attention_layers + mtp_layers),
+        GroupKind.SLIDING: per_stage(profile.sliding_attention_layers),
+        GroupKind.STATE: per_stage(profile.state_layers.count if profile.state_layers else 0),
+    }
+    group_size, groups = _group_layout(buckets)
+    # With prefix caching on, hybrid state uses "align" mode: two live states plus speculative ones.
+    align = prefix_caching and state_align_mode
+    state_blocks = (2 if align else 1) + speculative_tokens
+    return KvGeometry(
+        attention_bytes_per_token_per_layer=attn,
+        state_bytes_per_layer=state,
+        block_size=block_size,
+        page_bytes=page,
+        group_size=group_size,
+        groups=groups,
+        sliding_window=profile.sliding_window,
+        state_blocks_per_request=state_blocks,
+    )

@@ -1,0 +1,317 @@
+"""The planner's boundary types: what it reads (host facts, model profile, intent) and what it returns."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+GIB = 1024**3
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- host
+
+
+class Platform(str, Enum):
+    GB10 = "gb10"
+    CPU = "cpu"
+
+
+class HostFacts(Strict):
+    platform: Platform
+    arch: str = "aarch64"
+    gpu_name: str | None = None
+    compute_capability: str | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    ptxas_path: str | None = None
+    mem_total_bytes: Annotated[int, Field(gt=0)]
+    mem_available_bytes: Annotated[int, Field(ge=0)] | None = None
+    unified_memory: bool = True
+    vllm_version: str | None = None
+
+    @property
+    def mem_total_gib(self) -> float:
+        return self.mem_total_bytes / GIB
+
+    @property
+    def is_sm121(self) -> bool:
+        return self.platform is Platform.GB10
+
+
+# --------------------------------------------------------------------------- model profile
+
+
+class CheckpointFormat(str, Enum):
+    MODELOPT_NVFP4 = "modelopt-nvfp4"
+    CT_NVFP4 = "compressed-tensors-nvfp4"
+    FP8 = "fp8"
+    MXFP4 = "mxfp4"
+    AWQ_INT4 = "awq-int4"
+    GPTQ_INT4 = "gptq-int4"
+    BF16 = "bf16"
+
+    @property
+    def is_fp4(self) -> bool:
+        return self in {CheckpointFormat.MODELOPT_NVFP4, CheckpointFormat.CT_NVFP4, CheckpointFormat.MXFP4}
+
+
+class MlaShape(Strict):
+    kv_lora_rank: Annotated[int, Field(gt=0)]
+    qk_rope_head_dim: Annotated[int, Field(gt=0)]
+
+
+class StateLayerKind(str, Enum):
+    MAMBA2 = "mamba2"
+    GATED_DELTANET = "gated-deltanet"
+
+
+class StateLayers(Strict):
+    """Layers whose cache is a per-sequence state, constant in sequence length (vllm-semantics §2.5)."""
+
+    kind: StateLayerKind
+    count: Annotated[int, Field(gt=0)]
+    conv_dim: Annotated[int, Field(gt=0)]
+    conv_kernel: Annotated[int, Field(gt=1)]
+    state_shape: tuple[int, int, int]
+    state_dtype_bytes: Literal[2, 4] = 4
+    conv_dtype_bytes: Literal[2, 4] = 2
+
+
+class SpeculativeSupport(Strict):
+    mtp: bool = False
+    mtp_layers: int = 0
+    mtp_default_tokens: int = 3
+    mtp_draft_model: str | None = None
+    mtp_requires_fp8_kv: bool = False
+    dflash_drafter: str | None = None
+    dflash_drafter_weights_gib: float = 0.0
+    dflash_default_tokens: int = 15
+
+
+class Patch(Strict):
+    name: str
+    description: str
+    target: str
+    source: str
+
+
+class ProfileEnv(Strict):
+    name: str
+    value: str
+    reason: str
+    source: str
+
+
+class ProfileArg(Strict):
+    flag: str
+    value: str | None = None
+    reason: str
+    source: str
+
+
+class ModelProfile(Strict):
+    id: str
+    description: str = ""
+    architecture: str
+    weights_gib: Annotated[float, Field(gt=0)]
+    hidden_size: Annotated[int, Field(gt=0)]
+    vocab_size: Annotated[int, Field(gt=0)]
+    num_layers: Annotated[int, Field(gt=0)]
+    full_attention_layers: Annotated[int, Field(ge=0)]
+    sliding_attention_layers: Annotated[int, Field(ge=0)] = 0
+    sliding_window: Annotated[int, Field(gt=0)] | None = None
+    kv_heads: Annotated[int, Field(gt=0)]
+    head_dim: Annotated[int, Field(gt=0)]
+    mla: MlaShape | None = None
+    state_layers: StateLayers | None = None
+    native_max_context: Annotated[int, Field(gt=0)]
+    checkpoint_format: CheckpointFormat
+    dtype: Literal["bfloat16", "float16"] = "bfloat16"
+    moe: bool = False
+    multimodal: bool = False
+    reasoning_parser: str | None = None
+    reasoning_parser_plugin: str | None = None
+    tool_call_parser: str | None = None
+    trust_remote_code: bool = False
+    force_attention_backend: bool = True
+    kv_fp8_supported: bool = True
+    kv_fp8_recommended: bool = False
+    yarn_hf_overrides: str | None = None
+    tensor_parallel_max: int | None = None
+    speculative: SpeculativeSupport = SpeculativeSupport()
+    min_vllm: str = "0.17.0"
+    env: tuple[ProfileEnv, ...] = ()
+    extra_args: tuple[ProfileArg, ...] = ()
+    patches: tuple[Patch, ...] = ()
+    quirks: tuple[str, ...] = ()
+    extra_overhead_gib: Annotated[float, Field(ge=0)] = 0.0
+    sources: dict[str, str]
+
+    @model_validator(mode="after")
+    def _every_number_has_a_source(self) -> ModelProfile:
+        needed = {"weights_gib", "num_layers", "kv_heads", "head_dim", "native_max_context", "hidden_size"}
+        if self.mla:
+            needed.add("mla")
+        if self.state_layers:
+            needed.add("state_layers")
+        if self.sliding_window:
+            needed.add("sliding_window")
+        if self.extra_overhead_gib:
+            needed.add("extra_overhead_gib")
+        missing = sorted(needed - self.sources.keys())
+        if missing:
+            raise ValueError(f"profile {self.id}: no source for {', '.join(missing)}")
+        attention = self.full_attention_layers + self.sliding_attention_layers
+        if attention == 0:
+            raise ValueError(f"profile {self.id}: a model needs at least one attention layer")
+        if self.sliding_attention_layers and not self.sliding_window:
+            raise ValueError(f"profile {self.id}: sliding layers need sliding_window")
+        return self
+
+    @property
+    def attention_layers(self) -> int:
+        return self.full_attention_layers + self.sliding_attention_layers
+
+
+# --------------------------------------------------------------------------- intent
+
+
+class ServeProfile(str, Enum):
+    INTERACTIVE = "interactive"
+    THROUGHPUT = "throughput"
+    MEMORY_SAVER = "memory-saver"
+
+
+class SpeculativeMethod(str, Enum):
+    NONE = "none"
+    NGRAM = "ngram"
+    SUFFIX = "suffix"
+    MTP = "mtp"
+    DFLASH = "dflash"
+
+
+class KvDtype(str, Enum):
+    AUTO = "auto"
+    FP8 = "fp8"
+    BF16 = "bf16"
+
+
+_SERVED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$")
+
+
+class Intent(Strict):
+    max_context: Annotated[int, Field(ge=256)] | None = None
+    concurrency: Annotated[int, Field(ge=1, le=1024)] = 4
+    profile: ServeProfile = ServeProfile.INTERACTIVE
+    kv_cache_dtype: KvDtype = KvDtype.AUTO
+    speculative: SpeculativeMethod = SpeculativeMethod.NONE
+    num_speculative_tokens: Annotated[int, Field(ge=1, le=32)] | None = None
+    served_name: str | None = None
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=1, le=65535)] = 8000
+    api_key: bool = False
+    allow_unauthenticated_bind: bool = False
+    tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
+    pipeline_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
+    nodes: Annotated[int, Field(ge=1, le=64)] = 1
+    allow_yarn: bool = False
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
+    max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = None
+    host_reserve_gib: Annotated[float, Field(ge=0)] | None = None
+
+    @field_validator("served_name")
+    @classmethod
+    def _served_name_shape(cls, value: str | None) -> str | None:
+        if value is not None and not _SERVED_NAME.match(value):
+            raise ValueError("served_name: letters, digits and ._/:- only, at most 128 characters")
+        return value
+
+    @field_validator("host")
+    @classmethod
+    def _host_is_an_address(cls, value: str) -> str:
+        if value in {"localhost", "0.0.0.0", "::"}:
+            return value
+        try:
+            ipaddress.ip_address(value)
+        except ValueError as exc:
+            raise ValueError(f"host: {value!r} is not an IP address (use 127.0.0.1 or 0.0.0.0)") from exc
+        return value
+
+    @property
+    def binds_loopback_only(self) -> bool:
+        if self.host == "localhost":
+            return True
+        if self.host in {"0.0.0.0", "::"}:
+            return False
+        return ipaddress.ip_address(self.host).is_loopback
+
+
+# --------------------------------------------------------------------------- plan
+
+
+class Reason(Strict):
+    item: str
+    reason: str
+    source: str
+
+
+class MemoryBreakdown(Strict):
+    """GiB per component of one rank's footprint; host_reserve and headroom are the rest of the box."""
+
+    total: float
+    weights: float
+    runtime: float
+    activation: float
+    cudagraph: float
+    extra: float
+    drafter: float
+    kv: float
+    process_baseline: float
+    host_reserve: float
+    headroom: float
+
+
+class SystemdLimits(Strict):
+    memory_max: str
+    memory_swap_max: str = "0"
+
+
+class WarmupRequest(Strict):
+    path: str = "/v1/chat/completions"
+    body: dict[str, object]
+
+
+class ServePlan(Strict):
+    model: str
+    served_name: str
+    platform: Platform
+    vllm_version: str
+    argv: list[str]
+    env: dict[str, str]
+    secret_env: list[str]
+    gpu_memory_utilization: float
+    kv_cache_memory_bytes: int
+    kv_tokens: int
+    max_concurrency_at_context: float
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_dtype: str
+    block_size: int
+    cudagraph_capture_sizes: list[int]
+    enforce_eager: bool
+    memory: MemoryBreakdown
+    required_available_bytes: int
+    systemd: SystemdLimits
+    warmup: WarmupRequest
+    warnings: list[str]
+    reasons: list[Reason]
+    mode: Literal["planned", "predicted"] = "planned"
