@@ -1,0 +1,102 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkfleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: serve_plan
+short_description: Plan a vLLM instance (argv, env, memory) from host facts, a model and an intent
+version_added: 0.1.0
+author: sparkfleet contributors
+description:
+  - Runs the C(sparkfleet) planner on the controller and returns the ServePlan as a dictionary.
+  - The plan holds the C(vllm serve) argv, environment, C(--kv-cache-memory-bytes) and
+    C(--gpu-memory-utilization), a memory breakdown, systemd limits, the warm-up request and a
+    reason and source for every argv entry and environment variable.
+  - Intent that cannot fit, or that a vLLM release would refuse, fails with the planner's message.
+positional: model, intent
+options:
+  _input:
+    description: Host facts as returned by M(sparkfleet.vllm.spark_facts) (its C(spark_facts) value).
+    type: dict
+    required: true
+  model:
+    description:
+      - A catalog id such as C(nvidia/Qwen3.6-35B-A3B-NVFP4), or the facts of a staged model
+        directory (a dict with C(path), C(config) and C(weight_bytes) as reported by spark_facts).
+    type: raw
+    required: true
+  intent:
+    description: Serving intent (max_context, concurrency, profile, kv_cache_dtype, speculative, host, port, api_key, ...).
+    type: dict
+    default: {}
+requirements:
+  - sparkfleet (the Python library, installed on the controller)
+"""
+
+EXAMPLES = r"""
+- name: Plan the instance
+  ansible.builtin.set_fact:
+    __plan: "{{ spark_facts | sparkfleet.vllm.serve_plan('nvidia/Qwen3.6-35B-A3B-NVFP4', {'max_context': 65536, 'concurrency': 4}) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: The ServePlan (argv, env, gpu_memory_utilization, kv_cache_memory_bytes, kv_tokens, memory, warnings, reasons, ...).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+try:
+    from sparkfleet.catalog import get_profile
+    from sparkfleet.errors import PlanError
+    from sparkfleet.localmodel import profile_from_config
+    from sparkfleet.models import HostFacts, Intent
+    from sparkfleet.planner import plan
+
+    HAS_SPARKFLEET = True
+except ImportError:
+    HAS_SPARKFLEET = False
+
+INSTALL_HINT = (
+    "the sparkfleet library is not installed on the controller: "
+    "run 'uv sync' in the sparkfleet checkout or 'pip install sparkfleet' into the Python that runs ansible"
+)
+
+
+def _host_facts(facts):
+    if not isinstance(facts, dict):
+        raise AnsibleFilterError("serve_plan: input must be the spark_facts dictionary")
+    keys = ("platform", "arch", "gpu_name", "compute_capability", "driver_version", "cuda_version",
+            "ptxas_path", "mem_total_bytes", "mem_available_bytes", "unified_memory", "vllm_version")
+    return HostFacts.model_validate({key: facts.get(key) for key in keys if facts.get(key) is not None})
+
+
+def _profile(model):
+    if isinstance(model, str):
+        return get_profile(model), model
+    if isinstance(model, dict) and "config" in model:
+        path = str(model.get("path", "model"))
+        return profile_from_config(path, model["config"], int(model.get("weight_bytes", 0)), path), path
+    raise AnsibleFilterError("serve_plan: model must be a catalog id or a staged-model facts dict")
+
+
+def serve_plan(facts, model, intent=None):
+    if not HAS_SPARKFLEET:
+        raise AnsibleFilterError(INSTALL_HINT)
+    try:
+        host = _host_facts(facts)
+        profile, ref = _profile(model)
+        result = plan(host, profile, Intent.model_validate(intent or {}), model_ref=ref)
+    except PlanError as exc:
+        raise AnsibleFilterError(f"serve_plan: {exc}") from exc
+    except ValueError as exc:
+        raise AnsibleFilterError(f"serve_plan: invalid input: {exc}") from exc
+    return result.model_dump(mode="json")
+
+
+class FilterModule:
+    def filters(self):
+        return {"serve_plan": serve_plan}

@@ -1,0 +1,63 @@
+"""Properties that hold for every catalog model and intent the planner accepts."""
+
+from __future__ import annotations
+
+from conftest import spark
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparkfleet.catalog import load_catalog
+from sparkfleet.errors import PlanError
+from sparkfleet.memory import GB10_MAX_UTILIZATION
+from sparkfleet.models import GIB, Intent
+from sparkfleet.planner import plan
+
+PROFILES = sorted(load_catalog())
+contexts = st.sampled_from([2048, 4096, 8192, 16384, 32768, 65536, 131072])
+concurrency = st.integers(min_value=1, max_value=32)
+profiles = st.sampled_from(["interactive", "memory-saver", "throughput"])
+
+
+def _plan(model: str, context: int, seqs: int, profile: str = "interactive", **extra: object):  # type: ignore[no-untyped-def]
+    p = load_catalog()[model]
+    intent = Intent(max_context=min(context, p.native_max_context), concurrency=seqs, profile=profile, **extra)
+    return plan(spark(max(p.min_vllm, "0.32.0")), p, intent)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(PROFILES), contexts, concurrency)
+def test_more_context_or_sequences_never_needs_less_memory(model: str, context: int, seqs: int) -> None:
+    try:
+        base = _plan(model, context, seqs)
+        more_ctx = _plan(model, context * 2, seqs)
+        more_seqs = _plan(model, context, seqs + 1)
+    except PlanError:
+        return
+    base_total = base.memory.kv + base.memory.activation + base.memory.cudagraph
+    assert more_ctx.memory.kv + more_ctx.memory.activation + more_ctx.memory.cudagraph >= base_total - 1e-9
+    assert more_seqs.memory.kv >= base.memory.kv - 1e-9
+    assert more_seqs.gpu_memory_utilization >= base.gpu_memory_utilization
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(PROFILES), contexts, concurrency, profiles)
+def test_no_plan_exceeds_the_caps(model: str, context: int, seqs: int, profile: str) -> None:
+    try:
+        result = _plan(model, context, seqs, profile)
+    except PlanError:
+        return
+    m = result.memory
+    assert result.gpu_memory_utilization <= GB10_MAX_UTILIZATION
+    assert m.headroom >= -1e-6
+    assert result.kv_cache_memory_bytes <= result.gpu_memory_utilization * m.total * GIB
+    assert result.max_concurrency_at_context >= result.max_num_seqs - 1e-9
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(PROFILES), st.text(alphabet="abcdefXYZ0123456789", min_size=12, max_size=40))
+def test_argv_never_holds_a_secret(model: str, secret: str) -> None:
+    result = _plan(model, 8192, 1, api_key=True, host="0.0.0.0")
+    joined = " ".join(result.argv) + " ".join(result.env.values())
+    assert "--api-key" not in result.argv
+    assert secret not in joined
+    assert "VLLM_API_KEY" in result.secret_env

@@ -1,0 +1,156 @@
+"""Version- and platform-aware flag rules, and the refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import cpu_host, spark
+
+from sparkfleet.catalog import get_profile, load_catalog
+from sparkfleet.errors import PlanError
+from sparkfleet.models import Intent
+from sparkfleet.planner import plan
+
+QWEN = "nvidia/Qwen3.6-35B-A3B-NVFP4"
+NANO = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"
+MISTRAL = "mistralai/Mistral-Small-4-119B-2603-NVFP4"
+
+
+def argv_of(model: str, version: str = "0.32.0", **intent: object) -> list[str]:
+    return plan(spark(version), get_profile(model), Intent.model_validate(intent)).argv
+
+
+def test_fp4_moe_uses_marlin_with_atomic_add_on_sm121() -> None:
+    result = plan(spark(), get_profile(NANO), Intent())
+    assert result.argv[result.argv.index("--moe-backend") + 1] == "marlin"
+    assert result.env["VLLM_MARLIN_USE_ATOMIC_ADD"] == "1"
+
+
+@pytest.mark.parametrize(("version", "expected"), [("0.19.0", True), ("0.22.0", False), ("0.24.0", False)])
+def test_flashinfer_moe_env_only_where_vllm_still_honours_it(version: str, expected: bool) -> None:
+    result = plan(spark(version), get_profile(NANO), Intent())
+    assert ("VLLM_USE_FLASHINFER_MOE_FP4" in result.env) is expected
+
+
+def test_no_removed_or_unknown_env_var_is_ever_emitted() -> None:
+    for version in ("0.17.0", "0.19.0", "0.24.0", "0.29.0", "0.33.0"):
+        for profile in load_catalog().values():
+            if version < profile.min_vllm:
+                continue
+            env = plan(spark(version), profile, Intent(max_context=8192, concurrency=1)).env
+            assert "VLLM_ATTENTION_BACKEND" not in env
+            assert "VLLM_MXFP4_BACKEND" not in env
+            assert "VLLM_TEST_FORCE_FP8_MARLIN" not in env
+
+
+def test_sm121_environment_and_autotune() -> None:
+    result = plan(spark(), get_profile(NANO), Intent())
+    assert result.env["TORCH_CUDA_ARCH_LIST"] == "12.1a"
+    assert result.env["TRITON_PTXAS_PATH"] == "/usr/local/cuda/bin/ptxas"
+    assert result.env["VLLM_SKIP_P2P_CHECK"] == "1"
+    assert result.env["HF_HUB_OFFLINE"] == "1"
+    assert "--no-enable-flashinfer-autotune" in result.argv
+    assert "--enforce-eager" not in result.argv
+
+
+def test_cpu_platform_has_no_gb10_rules() -> None:
+    result = plan(cpu_host(), get_profile(NANO), Intent(max_context=4096, concurrency=1))
+    assert "TORCH_CUDA_ARCH_LIST" not in result.env
+    assert "--no-enable-flashinfer-autotune" not in result.argv
+    assert "--moe-backend" not in result.argv
+    assert "--gpu-memory-utilization" not in result.argv
+
+
+def test_mla_model_gets_triton_mla() -> None:
+    argv = argv_of(MISTRAL)
+    assert argv[argv.index("--attention-backend") + 1] == "TRITON_MLA"
+
+
+def test_quantization_flag_only_for_modelopt() -> None:
+    assert "modelopt" in argv_of(NANO)
+    assert "--quantization" not in argv_of(MISTRAL)
+
+
+def test_capture_sizes_follow_concurrency() -> None:
+    result = plan(spark(), get_profile(NANO), Intent(concurrency=4))
+    assert result.cudagraph_capture_sizes == [1, 2, 4, 8]
+    argv = result.argv
+    assert argv[argv.index("--max-cudagraph-capture-size") + 1] == "8"
+
+
+def test_memory_saver_is_the_only_eager_profile_and_warns() -> None:
+    result = plan(spark(), get_profile(NANO), Intent(profile="memory-saver"))
+    assert "--enforce-eager" in result.argv
+    assert any("55%" in w for w in result.warnings)
+
+
+def test_parsers_and_auto_tool_choice_from_profile() -> None:
+    argv = argv_of(QWEN)
+    assert argv[argv.index("--tool-call-parser") + 1] == "qwen3_xml"
+    assert "--enable-auto-tool-choice" in argv
+    assert argv[argv.index("--reasoning-parser") + 1] == "qwen3"
+
+
+def test_dflash_needs_021_bf16_kv_and_disables_deep_gemm() -> None:
+    with pytest.raises(PlanError, match="DFlash needs vLLM >= 0.21.0"):
+        argv_of("nvidia/Gemma-4-31B-IT-NVFP4", "0.20.0", speculative="dflash", max_context=8192)
+    with pytest.raises(PlanError, match="BF16"):
+        argv_of(QWEN, speculative="dflash", kv_cache_dtype="fp8")
+    result = plan(spark(), get_profile(QWEN), Intent(speculative="dflash"))
+    assert result.env["VLLM_USE_DEEP_GEMM"] == "0"
+    assert result.argv[result.argv.index("--attention-backend") + 1] == "TRITON_ATTN"
+    assert result.kv_cache_dtype == "auto"
+    config = json.loads(result.argv[result.argv.index("--speculative-config") + 1])
+    assert config == {"method": "dflash", "num_speculative_tokens": 15, "model": "z-lab/Qwen3.6-35B-A3B-DFlash"}
+
+
+def test_mtp_only_where_the_model_has_it() -> None:
+    with pytest.raises(PlanError, match="no MTP"):
+        argv_of(NANO, speculative="mtp")
+    argv = argv_of(QWEN, speculative="mtp")
+    assert json.loads(argv[argv.index("--speculative-config") + 1])["method"] == "mtp"
+
+
+def test_context_above_native_needs_yarn_opt_in() -> None:
+    with pytest.raises(PlanError, match="intent.max_context"):
+        argv_of(QWEN, max_context=1_000_000)
+    result = plan(spark(), get_profile(QWEN), Intent(max_context=1_000_000, concurrency=1, allow_yarn=True))
+    assert result.env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
+    assert "--hf-overrides" in result.argv
+
+
+def test_public_bind_without_key_is_refused_and_key_never_in_argv() -> None:
+    with pytest.raises(PlanError, match="intent.host"):
+        argv_of(NANO, host="0.0.0.0")
+    result = plan(spark(), get_profile(NANO), Intent(host="0.0.0.0", api_key=True))
+    assert result.secret_env == ["VLLM_API_KEY"]
+    assert "--api-key" not in result.argv
+    assert "VLLM_API_KEY" not in result.env
+
+
+def test_utilization_above_cap_refused_on_gb10() -> None:
+    with pytest.raises(PlanError, match="0.9 cap"):
+        argv_of(NANO, gpu_memory_utilization=0.95)
+
+
+def test_unsupported_version_refused() -> None:
+    with pytest.raises(PlanError, match="vllm_version"):
+        argv_of(NANO, "0.12.0")
+
+
+def test_infeasible_intent_names_what_would_fit() -> None:
+    with pytest.raises(PlanError) as excinfo:
+        plan(spark(), get_profile(QWEN), Intent(max_context=262144, concurrency=512, kv_cache_dtype="bf16"))
+    message = str(excinfo.value)
+    assert "needs" in message and "GiB" in message
+    assert "kv_cache_dtype fp8" in message
+    assert "max_context" in message or "concurrency" in message
+
+
+def test_every_catalog_profile_plans_on_gb10_at_its_minimum_version() -> None:
+    for profile in load_catalog().values():
+        result = plan(spark(profile.min_vllm), profile, Intent(max_context=32768, concurrency=2))
+        assert result.argv[:3] == ["vllm", "serve", profile.id]
+        assert len(result.reasons) >= len([a for a in result.argv if a.startswith("--")])
+        assert all(r.source for r in result.reasons)
