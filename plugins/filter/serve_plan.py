@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 name: serve_plan
 short_description: Plan a vLLM instance (argv, env, memory) from host facts, a model and an intent
 version_added: 0.1.0
-author: sparkfleet contributors
+author: sparkfleet contributors (@sparkfleet)
 description:
   - Runs the C(sparkfleet) planner on the controller and returns the ServePlan as a dictionary.
   - The plan holds the C(vllm serve) argv, environment, C(--kv-cache-memory-bytes) and
@@ -69,8 +69,19 @@ INSTALL_HINT = (
 def _host_facts(facts):
     if not isinstance(facts, dict):
         raise AnsibleFilterError("serve_plan: input must be the spark_facts dictionary")
-    keys = ("platform", "arch", "gpu_name", "compute_capability", "driver_version", "cuda_version",
-            "ptxas_path", "mem_total_bytes", "mem_available_bytes", "unified_memory", "vllm_version")
+    keys = (
+        "platform",
+        "arch",
+        "gpu_name",
+        "compute_capability",
+        "driver_version",
+        "cuda_version",
+        "ptxas_path",
+        "mem_total_bytes",
+        "mem_available_bytes",
+        "unified_memory",
+        "vllm_version",
+    )
     return HostFacts.model_validate({key: facts.get(key) for key in keys if facts.get(key) is not None})
 
 

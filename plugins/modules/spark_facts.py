@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 module: spark_facts
 short_description: Gather the facts the sparkfleet planner needs from a DGX Spark or CPU host
 version_added: 0.1.0
-author: sparkfleet contributors
+author: sparkfleet contributors (@sparkfleet)
 description:
   - Reads GPU name, compute capability and driver version from nvidia-smi when it is present,
     the CUDA version and ptxas path, MemTotal and MemAvailable from /proc/meminfo, the CPU
@@ -37,8 +37,10 @@ options:
     default: /usr/local/cuda
 attributes:
   check_mode:
+    description: Only reads the host.
     support: full
   diff_mode:
+    description: Nothing changes, so there is no diff.
     support: none
 """
 
@@ -95,8 +97,14 @@ def parse_gpu_query(text):
         fields = [f.strip() for f in line.split(",")]
         if len(fields) < 3 or fields[0].lower() == "name":
             continue
-        gpus.append({"name": fields[0], "compute_capability": fields[1], "driver_version": fields[2],
-                     "memory_total": fields[3] if len(fields) > 3 else None})
+        gpus.append(
+            {
+                "name": fields[0],
+                "compute_capability": fields[1],
+                "driver_version": fields[2],
+                "memory_total": fields[3] if len(fields) > 3 else None,
+            }
+        )
     return gpus
 
 
@@ -141,12 +149,17 @@ def gather(module):
     smi = module.get_bin_path(params["nvidia_smi"])
     if smi:
         rc, out, _err = module.run_command(
-            [smi, "--query-gpu=name,compute_cap,driver_version,memory.total", "--format=csv,noheader"])
+            [smi, "--query-gpu=name,compute_cap,driver_version,memory.total", "--format=csv,noheader"]
+        )
         gpus = parse_gpu_query(out) if rc == 0 else []
         if gpus:
             gpu = gpus[0]
-            facts.update(gpu_name=gpu["name"], compute_capability=gpu["compute_capability"],
-                         driver_version=gpu["driver_version"], gpu_count=len(gpus))
+            facts.update(
+                gpu_name=gpu["name"],
+                compute_capability=gpu["compute_capability"],
+                driver_version=gpu["driver_version"],
+                gpu_count=len(gpus),
+            )
             if gpu["compute_capability"] == GB10_CAPABILITY:
                 facts.update(platform="gb10", unified_memory=True)
     ptxas = os.path.join(params["cuda_home"], "bin", "ptxas")

@@ -38,8 +38,15 @@ def _profile(model: str, weights_gib: float | None, kv_bytes_per_token: int | No
         # Express a measured per-token figure as one bf16 full-attention layer of that width.
         if kv_bytes_per_token % 4:
             raise PlanError("--kv-bytes-per-token", "must be a multiple of 4 (2 x K/V x bf16 bytes)")
-        updates.update(full_attention_layers=1, sliding_attention_layers=0, kv_heads=1,
-                       head_dim=kv_bytes_per_token // 4, mla=None, state_layers=None, sliding_window=None)
+        updates.update(
+            full_attention_layers=1,
+            sliding_attention_layers=0,
+            kv_heads=1,
+            head_dim=kv_bytes_per_token // 4,
+            mla=None,
+            state_layers=None,
+            sliding_window=None,
+        )
         sources["head_dim"] = sources["kv_heads"] = "--kv-bytes-per-token"
     if not updates:
         return profile
@@ -73,12 +80,23 @@ def _host(args: argparse.Namespace) -> tuple[HostFacts, str | None]:
 
 def _intent(args: argparse.Namespace) -> Intent:
     return Intent(
-        max_context=args.context, concurrency=args.concurrency, profile=args.profile,
-        kv_cache_dtype=args.kv_cache_dtype, speculative=args.speculative,
-        num_speculative_tokens=args.num_speculative_tokens, served_name=args.served_name, host=args.host,
-        port=args.port, api_key=args.api_key, allow_unauthenticated_bind=args.allow_unauthenticated_bind,
-        tensor_parallel_size=args.tp, pipeline_parallel_size=args.pp, nodes=args.nodes, allow_yarn=args.yarn,
-        gpu_memory_utilization=args.gpu_memory_utilization, max_num_batched_tokens=args.max_num_batched_tokens,
+        max_context=args.context,
+        concurrency=args.concurrency,
+        profile=args.profile,
+        kv_cache_dtype=args.kv_cache_dtype,
+        speculative=args.speculative,
+        num_speculative_tokens=args.num_speculative_tokens,
+        served_name=args.served_name,
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key,
+        allow_unauthenticated_bind=args.allow_unauthenticated_bind,
+        tensor_parallel_size=args.tp,
+        pipeline_parallel_size=args.pp,
+        nodes=args.nodes,
+        allow_yarn=args.yarn,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        max_num_batched_tokens=args.max_num_batched_tokens,
         host_reserve_gib=args.host_reserve_gib,
     )
 
@@ -124,16 +142,22 @@ def _catalog(as_json: bool) -> str:
         return json.dumps({k: v.model_dump(mode="json") for k, v in catalog.items()}, indent=2)
     rows = [f"{'model':<62} {'format':<26} {'weights':>8} {'context':>9}  notes"]
     for profile in catalog.values():
-        notes = ", ".join(x for x in (
-            "MoE" if profile.moe else "dense",
-            "MLA" if profile.mla else "",
-            profile.state_layers.kind.value if profile.state_layers else "",
-            "MTP" if profile.speculative.mtp else "",
-            "DFlash" if profile.speculative.dflash_drafter else "",
-            "patch" if profile.patches else "",
-        ) if x)
-        rows.append(f"{profile.id:<62} {profile.checkpoint_format.value:<26} {profile.weights_gib:>6.1f}Gi "
-                    f"{profile.native_max_context:>9}  {notes}")
+        notes = ", ".join(
+            x
+            for x in (
+                "MoE" if profile.moe else "dense",
+                "MLA" if profile.mla else "",
+                profile.state_layers.kind.value if profile.state_layers else "",
+                "MTP" if profile.speculative.mtp else "",
+                "DFlash" if profile.speculative.dflash_drafter else "",
+                "patch" if profile.patches else "",
+            )
+            if x
+        )
+        rows.append(
+            f"{profile.id:<62} {profile.checkpoint_format.value:<26} {profile.weights_gib:>6.1f}Gi "
+            f"{profile.native_max_context:>9}  {notes}"
+        )
     return "\n".join(rows)
 
 

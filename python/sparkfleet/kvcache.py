@@ -72,9 +72,7 @@ class KvGeometry:
         per_request = self.blocks_per_request(max_model_len, max_num_batched_tokens)
         return self.num_blocks(kv_bytes) / per_request
 
-    def reported_tokens(
-        self, kv_bytes: int, max_model_len: int, max_num_batched_tokens: int, version: VllmVersion
-    ) -> int:
+    def reported_tokens(self, kv_bytes: int, max_model_len: int, max_num_batched_tokens: int, version: VllmVersion) -> int:
         """The "KV cache size: N tokens" figure vLLM logs at start-up for this pool."""
         if kv_tokens_from_concurrency(version):
             concurrency = self.max_concurrency(kv_bytes, max_model_len, max_num_batched_tokens)

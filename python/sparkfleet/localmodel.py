@@ -52,9 +52,7 @@ def weight_bytes(model_dir: Path) -> int:
     return sum(f.stat().st_size for f in files)
 
 
-def profile_from_config(
-    model_id: str, config: dict[str, Any], weights: int, source: str
-) -> ModelProfile:
+def profile_from_config(model_id: str, config: dict[str, Any], weights: int, source: str) -> ModelProfile:
     """Profile from an already-read config.json (the facts module ships it from the target host)."""
     text = _text_config(config)
     layers = _first(text, "num_hidden_layers", "n_layers")
@@ -69,9 +67,12 @@ def profile_from_config(
     sliding = sum(1 for t in layer_types if t == "sliding_attention") if layer_types else 0
     window = text.get("sliding_window") if sliding else None
     if layer_types and full + sliding < len(layer_types):
-        raise PlanError("model", f"{source}: linear-attention / Mamba layers need a catalog profile "
-                        "(their state shapes are not planned from a bare config)",
-                        ("a catalog id: sparkfleet catalog",))
+        raise PlanError(
+            "model",
+            f"{source}: linear-attention / Mamba layers need a catalog profile "
+            "(their state shapes are not planned from a bare config)",
+            ("a catalog id: sparkfleet catalog",),
+        )
     native = int(_first(text, "max_position_embeddings", "max_seq_len", "seq_length") or 4096)
     cfg_source = f"{source} (config.json)"
     return ModelProfile(
@@ -90,8 +91,17 @@ def profile_from_config(
         native_max_context=native,
         checkpoint_format=checkpoint_format(config),
         moe=bool(_first(text, "num_experts", "num_local_experts", "n_routed_experts")),
-        sources={k: cfg_source for k in ("num_layers", "kv_heads", "head_dim", "native_max_context",
-                                         "hidden_size", "sliding_window")}
+        sources={
+            k: cfg_source
+            for k in (
+                "num_layers",
+                "kv_heads",
+                "head_dim",
+                "native_max_context",
+                "hidden_size",
+                "sliding_window",
+            )
+        }
         | {"weights_gib": f"{source} (safetensors sizes)"},
     )
 

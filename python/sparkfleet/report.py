@@ -29,9 +29,16 @@ def render_report(plan: ServePlan) -> str:
         f"  memory (GiB of {m.total:.1f})",
     ]
     parts = [
-        ("weights", m.weights), ("runtime", m.runtime), ("activation", m.activation),
-        ("cuda graphs", m.cudagraph), ("model extra", m.extra), ("drafter", m.drafter), ("kv cache", m.kv),
-        ("process", m.process_baseline), ("host reserve", m.host_reserve), ("headroom", m.headroom),
+        ("weights", m.weights),
+        ("runtime", m.runtime),
+        ("activation", m.activation),
+        ("cuda graphs", m.cudagraph),
+        ("model extra", m.extra),
+        ("drafter", m.drafter),
+        ("kv cache", m.kv),
+        ("process", m.process_baseline),
+        ("host reserve", m.host_reserve),
+        ("headroom", m.headroom),
     ]
     for name, value in parts:
         if value:

@@ -18,14 +18,28 @@ SPARK_TOTAL = int(121.69 * GIB)
 
 
 def spark(version: str = "0.32.0", total: int = SPARK_TOTAL, available: int | None = None) -> HostFacts:
-    return HostFacts(platform="gb10", gpu_name="NVIDIA GB10", compute_capability="12.1",
-                     driver_version="580.142", cuda_version="13.0", ptxas_path="/usr/local/cuda/bin/ptxas",
-                     mem_total_bytes=total, mem_available_bytes=available, vllm_version=version)
+    return HostFacts(
+        platform="gb10",
+        gpu_name="NVIDIA GB10",
+        compute_capability="12.1",
+        driver_version="580.142",
+        cuda_version="13.0",
+        ptxas_path="/usr/local/cuda/bin/ptxas",
+        mem_total_bytes=total,
+        mem_available_bytes=available,
+        vllm_version=version,
+    )
 
 
 def cpu_host(version: str = "0.32.0", total_gib: int = 64) -> HostFacts:
-    return HostFacts(platform="cpu", arch="x86_64", mem_total_bytes=total_gib * GIB, mem_available_bytes=(total_gib - 4) * GIB,
-                     unified_memory=False, vllm_version=version)
+    return HostFacts(
+        platform="cpu",
+        arch="x86_64",
+        mem_total_bytes=total_gib * GIB,
+        mem_available_bytes=(total_gib - 4) * GIB,
+        unified_memory=False,
+        vllm_version=version,
+    )
 
 
 @pytest.fixture

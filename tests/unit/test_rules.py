@@ -102,7 +102,11 @@ def test_dflash_needs_021_bf16_kv_and_disables_deep_gemm() -> None:
     assert result.argv[result.argv.index("--attention-backend") + 1] == "TRITON_ATTN"
     assert result.kv_cache_dtype == "auto"
     config = json.loads(result.argv[result.argv.index("--speculative-config") + 1])
-    assert config == {"method": "dflash", "num_speculative_tokens": 15, "model": "z-lab/Qwen3.6-35B-A3B-DFlash"}
+    assert config == {
+        "method": "dflash",
+        "num_speculative_tokens": 15,
+        "model": "z-lab/Qwen3.6-35B-A3B-DFlash",
+    }
 
 
 def test_mtp_only_where_the_model_has_it() -> None:

@@ -20,8 +20,14 @@ def within(predicted: float, published: float, tolerance: float = 0.10) -> bool:
 
 def seed3_intent(util: float, profile: str) -> Intent:
     # seed 003: --max-num-seqs 1 --max-model-len 8192 --kv-cache-dtype fp8, vLLM 0.18.1 batch defaults
-    return Intent(max_context=8192, concurrency=1, profile=profile, kv_cache_dtype="fp8",
-                  gpu_memory_utilization=util, max_num_batched_tokens=8192)
+    return Intent(
+        max_context=8192,
+        concurrency=1,
+        profile=profile,
+        kv_cache_dtype="fp8",
+        gpu_memory_utilization=util,
+        max_num_batched_tokens=8192,
+    )
 
 
 @pytest.mark.parametrize("util", [0.05, 0.15])
@@ -32,7 +38,11 @@ def test_seed3_low_utilizations_refuse_to_start(util: float) -> None:
 
 @pytest.mark.parametrize(
     ("util", "profile", "kv_gib", "tokens"),
-    [(0.20, "memory-saver", 4.2, 292_000), (0.30, "interactive", 15.9, 1_100_000), (0.90, "interactive", 89.4, 6_200_000)],
+    [
+        (0.20, "memory-saver", 4.2, 292_000),
+        (0.30, "interactive", 15.9, 1_100_000),
+        (0.90, "interactive", 89.4, 6_200_000),
+    ],
 )
 def test_seed3_kv_cache_and_tokens(util: float, profile: str, kv_gib: float, tokens: int) -> None:
     result = plan(spark("0.18.1", SEED3_TOTAL), get_profile(NANO), seed3_intent(util, profile))
@@ -43,8 +53,7 @@ def test_seed3_kv_cache_and_tokens(util: float, profile: str, kv_gib: float, tok
 def test_seed2_qwen36_startup_log() -> None:
     # seed 002: 0.85 utilization, fp8 KV, 65536 context, MTP-3, vLLM 0.23 -> 21.94 GiB weights, 76.49 GiB KV,
     # 4,843,965 tokens
-    intent = Intent(max_context=65536, concurrency=4, kv_cache_dtype="fp8", speculative="mtp",
-                    gpu_memory_utilization=0.85)
+    intent = Intent(max_context=65536, concurrency=4, kv_cache_dtype="fp8", speculative="mtp", gpu_memory_utilization=0.85)
     result = plan(spark("0.23.0"), get_profile("nvidia/Qwen3.6-35B-A3B-NVFP4"), intent)
     assert within(result.memory.weights, 21.94)
     assert within(result.memory.kv, 76.49)

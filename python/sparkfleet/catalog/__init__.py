@@ -32,5 +32,8 @@ def get_profile(model_id: str) -> ModelProfile:
     lowered = {key.lower(): key for key in catalog}
     if model_id.lower() in lowered:
         return catalog[lowered[model_id.lower()]]
-    raise PlanError("model", f"{model_id!r} is not in the catalog and is not a model directory",
-                    ("sparkfleet catalog to list ids", "a local directory holding config.json"))
+    raise PlanError(
+        "model",
+        f"{model_id!r} is not in the catalog and is not a model directory",
+        ("sparkfleet catalog to list ids", "a local directory holding config.json"),
+    )

