@@ -16,7 +16,7 @@ description:
     architecture, the vLLM version installed in the current release, and for each staged model
     directory its config.json and weight bytes.
   - A host without an NVIDIA GPU is reported as platform C(cpu); a GPU with compute capability
-    12.1 (GB10) as C(gb10).
+    12.1 (GB10) as C(gb10); any other GPU as C(unsupported-gpu), which the planner refuses.
   - Reads only; safe in check mode.
 options:
   release_dir:
@@ -113,6 +113,13 @@ def parse_cuda_release(text):
     return match.group(1) if match else None
 
 
+def platform_for(gpus):
+    """gb10 for a GB10 (sm_121), cpu without a GPU; any other GPU is reported as such so the planner refuses it."""
+    if not gpus:
+        return "cpu"
+    return "gb10" if gpus[0]["compute_capability"] == GB10_CAPABILITY else "unsupported-gpu"
+
+
 def vllm_version_in(release_dir):
     if not release_dir:
         return None
@@ -160,8 +167,7 @@ def gather(module):
                 driver_version=gpu["driver_version"],
                 gpu_count=len(gpus),
             )
-            if gpu["compute_capability"] == GB10_CAPABILITY:
-                facts.update(platform="gb10", unified_memory=True)
+            facts.update(platform=platform_for(gpus), unified_memory=platform_for(gpus) == "gb10")
     ptxas = os.path.join(params["cuda_home"], "bin", "ptxas")
     if os.access(ptxas, os.X_OK):
         facts["ptxas_path"] = ptxas

@@ -14,13 +14,11 @@ from pydantic import ValidationError
 from .catalog import get_profile, load_catalog
 from .errors import PlanError
 from .localmodel import profile_from_dir
+from .memory import GB10_REFERENCE_TOTAL_GIB
 from .models import GIB, HostFacts, Intent, ModelProfile, Platform, ServePlan
 from .planner import DEFAULT_VLLM, plan
 from .report import render_explain, render_report
 from .versions import VllmVersion
-
-# What vLLM's CUDA runtime reports as total memory on a DGX Spark (field-anchors.md: "of 121.69 GiB").
-GB10_REFERENCE_TOTAL_GIB = 121.69
 
 
 def _local_platform() -> Platform:

@@ -80,8 +80,8 @@ class KvGeometry:
         return self.num_blocks(kv_bytes) // len(self.groups) * self.block_size
 
 
-def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
-    del model_dtype
+def kv_dtype_bytes(kv_cache_dtype: str) -> int:
+    """fp8 variants store one byte per element; "auto" follows the bf16 / fp16 model dtype (§2.3)."""
     return 1 if kv_cache_dtype.startswith("fp8") else 2
 
 
@@ -127,7 +127,7 @@ def geometry(
     prefix_caching: bool = True,
     state_align_mode: bool = True,
 ) -> KvGeometry:
-    attn = attention_bytes_per_token(profile, kv_dtype_bytes(kv_cache_dtype, profile.dtype), tensor_parallel)
+    attn = attention_bytes_per_token(profile, kv_dtype_bytes(kv_cache_dtype), tensor_parallel)
     state = state_bytes(profile, tensor_parallel, speculative_tokens)
     block_size = DEFAULT_BLOCK_SIZE
     if state:

@@ -39,6 +39,10 @@ HOST_RESERVE_SOURCE = (
     f"{SEED_NANO} (headless saves 2-3 GB; page cache competes with CUDA) and {SEED_SM121} (0.85-0.87 is the safe range)"
 )
 
+# What vLLM's CUDA runtime reports as total memory on a DGX Spark: the default when planning for a
+# Spark from a machine that is not one (field-anchors.md: "CUDA free memory ... of 121.69 GiB").
+GB10_REFERENCE_TOTAL_GIB = 121.69
+
 # vLLM on GB10 must never be asked for more than this share of unified memory.
 GB10_MAX_UTILIZATION = 0.90
 GB10_MAX_UTILIZATION_SOURCE = f"{SEED_SM121}: hard limit, never exceed 0.90 (OOM, Xid 43)"

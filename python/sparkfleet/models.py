@@ -9,6 +9,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .versions import VllmVersion
+
 GIB = 1024**3
 
 
@@ -40,10 +42,6 @@ class HostFacts(Strict):
     @property
     def mem_total_gib(self) -> float:
         return self.mem_total_bytes / GIB
-
-    @property
-    def is_sm121(self) -> bool:
-        return self.platform is Platform.GB10
 
 
 # --------------------------------------------------------------------------- model profile
@@ -175,6 +173,16 @@ class ModelProfile(Strict):
         if self.sliding_attention_layers and not self.sliding_window:
             raise ValueError(f"profile {self.id}: sliding layers need sliding_window")
         return self
+
+    @field_validator("min_vllm")
+    @classmethod
+    def _min_vllm_is_a_version(cls, value: str) -> str:
+        VllmVersion.parse(value)
+        return value
+
+    @property
+    def min_version(self) -> VllmVersion:
+        return VllmVersion.parse(self.min_vllm)
 
     @property
     def attention_layers(self) -> int:

@@ -27,6 +27,7 @@ from .models import (
 from .sources import SEED_GUIDE, SEED_SM121, SEED_VLLM_BLOG
 from .versions import (
     ENV_VARS,
+    FIRST_DFLASH,
     SUPPORTED_MAX,
     SUPPORTED_MIN,
     EnvState,
@@ -47,7 +48,6 @@ BATCHED_TOKENS = {
 SPECULATIVE_TOKENS = {SpeculativeMethod.NGRAM: 4, SpeculativeMethod.SUFFIX: 8}
 PREFIX_CACHE_SLACK = 0.10
 MEMORY_MAX_SLACK_GIB = 4.0
-FIRST_DFLASH = "0.21.0"
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ def _check_speculative(profile: ModelProfile, intent: Intent, version: VllmVersi
 
 def _resolve(host: HostFacts, profile: ModelProfile, intent: Intent) -> _Resolved:
     version = _version(host)
-    if version < VllmVersion.parse(profile.min_vllm):
+    if version < profile.min_version:
         raise PlanError(
             "vllm_version",
             f"{profile.id} needs vLLM >= {profile.min_vllm}, target is {version}",

@@ -115,6 +115,10 @@ ENV_VARS: dict[str, EnvHistory] = {
 }
 
 
+# DFlash speculative decoding first shipped in 0.21.0 (seed 002 §14.5, vLLM PR #41880).
+FIRST_DFLASH = "0.21.0"
+
+
 def has_flag(version: VllmVersion, flag: str) -> bool:
     history = FLAGS[flag]
     if version < VllmVersion.parse(history.first):

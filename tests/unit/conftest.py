@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from sparkfleet.memory import GB10_REFERENCE_TOTAL_GIB
 from sparkfleet.models import GIB, HostFacts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -14,7 +15,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 sys.path.insert(0, str(ROOT / "plugins" / "filter"))
 sys.path.insert(0, str(ROOT / "plugins" / "modules"))
 
-SPARK_TOTAL = int(121.69 * GIB)
+SPARK_TOTAL = int(GB10_REFERENCE_TOTAL_GIB * GIB)
 
 
 def spark(version: str = "0.32.0", total: int = SPARK_TOTAL, available: int | None = None) -> HostFacts:

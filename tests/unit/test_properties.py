@@ -11,6 +11,7 @@ from sparkfleet.errors import PlanError
 from sparkfleet.memory import GB10_MAX_UTILIZATION
 from sparkfleet.models import GIB, Intent
 from sparkfleet.planner import plan
+from sparkfleet.versions import VllmVersion
 
 PROFILES = sorted(load_catalog())
 contexts = st.sampled_from([2048, 4096, 8192, 16384, 32768, 65536, 131072])
@@ -21,7 +22,7 @@ profiles = st.sampled_from(["interactive", "memory-saver", "throughput"])
 def _plan(model: str, context: int, seqs: int, profile: str = "interactive", **extra: object):  # type: ignore[no-untyped-def]
     p = load_catalog()[model]
     intent = Intent(max_context=min(context, p.native_max_context), concurrency=seqs, profile=profile, **extra)
-    return plan(spark(max(p.min_vllm, "0.32.0")), p, intent)
+    return plan(spark(str(max(p.min_version, VllmVersion.parse("0.32.0")))), p, intent)
 
 
 @settings(max_examples=60, deadline=None)

@@ -11,6 +11,7 @@ from sparkfleet.catalog import get_profile, load_catalog
 from sparkfleet.errors import PlanError
 from sparkfleet.models import Intent
 from sparkfleet.planner import plan
+from sparkfleet.versions import VllmVersion
 
 QWEN = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 NANO = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"
@@ -36,7 +37,7 @@ def test_flashinfer_moe_env_only_where_vllm_still_honours_it(version: str, expec
 def test_no_removed_or_unknown_env_var_is_ever_emitted() -> None:
     for version in ("0.17.0", "0.19.0", "0.24.0", "0.29.0", "0.33.0"):
         for profile in load_catalog().values():
-            if version < profile.min_vllm:
+            if VllmVersion.parse(version) < profile.min_version:
                 continue
             env = plan(spark(version), profile, Intent(max_context=8192, concurrency=1)).env
             assert "VLLM_ATTENTION_BACKEND" not in env

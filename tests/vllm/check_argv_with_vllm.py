@@ -16,8 +16,10 @@ from vllm.tool_parsers import ToolParserManager
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 
 from sparkfleet.catalog import load_catalog
+from sparkfleet.memory import GB10_REFERENCE_TOTAL_GIB
 from sparkfleet.models import GIB, HostFacts, Intent
 from sparkfleet.planner import plan
+from sparkfleet.versions import VllmVersion
 
 TARGET = "0.32.0"
 INTENTS = {
@@ -51,10 +53,12 @@ def check(argv: list[str]) -> None:
 
 
 def main() -> int:
-    gb10 = HostFacts(platform="gb10", compute_capability="12.1", mem_total_bytes=int(121.69 * GIB), vllm_version=TARGET)
+    gb10 = HostFacts(
+        platform="gb10", compute_capability="12.1", mem_total_bytes=int(GB10_REFERENCE_TOTAL_GIB * GIB), vllm_version=TARGET
+    )
     passed = failed = 0
     for profile in load_catalog().values():
-        if profile.min_vllm > TARGET:
+        if profile.min_version > VllmVersion.parse(TARGET):
             continue
         extra = {}
         if profile.speculative.mtp:

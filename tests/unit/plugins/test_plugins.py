@@ -20,6 +20,9 @@ def test_facts_parsers_on_real_h200_and_built_gb10(fixtures: Path) -> None:
     assert header[0]["compute_capability"] == "9.0"
     gb10 = spark_facts.parse_gpu_query((fixtures / "gb10-built" / "query-gpu.csv").read_text())
     assert gb10[0]["compute_capability"] == spark_facts.GB10_CAPABILITY
+    assert spark_facts.platform_for(h200) == "unsupported-gpu"
+    assert spark_facts.platform_for(gb10) == "gb10"
+    assert spark_facts.platform_for([]) == "cpu"
     mem = spark_facts.parse_meminfo((fixtures / "nvidia-h200-driver580" / "meminfo.txt").read_text())
     assert mem == {"mem_total_bytes": 131981020 * 1024, "mem_available_bytes": 131493044 * 1024}
     assert spark_facts.parse_cuda_release((fixtures / "nvidia-h200-driver580" / "cuda.txt").read_text()) == "13.0"
@@ -41,6 +44,12 @@ def test_filter_turns_plan_errors_into_filter_errors(fixtures: Path) -> None:
         filter_plugin.serve_plan(_gb10_facts(fixtures), "nvidia/Qwen3.6-35B-A3B-NVFP4", {"host": "0.0.0.0"})
     with pytest.raises(AnsibleFilterError, match="concurrency"):
         filter_plugin.serve_plan(_gb10_facts(fixtures), "nvidia/Qwen3.6-35B-A3B-NVFP4", {"concurrency": 0})
+
+
+def test_filter_refuses_hosts_the_planner_does_not_know(fixtures: Path) -> None:
+    facts = {**_gb10_facts(fixtures), "platform": "unsupported-gpu"}
+    with pytest.raises(AnsibleFilterError, match="platform"):
+        filter_plugin.serve_plan(facts, "nvidia/Qwen3.6-35B-A3B-NVFP4", {})
 
 
 def test_filter_plans_a_staged_model_from_facts(fixtures: Path) -> None:
