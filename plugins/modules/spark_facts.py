@@ -19,9 +19,40 @@ description:
     12.1 (GB10) as C(gb10); any other GPU as C(unsupported-gpu), which the planner refuses.
   - Reads only; safe in check mode.
 options:
+  platform:
+    description:
+      - C(auto) reports what the host is; C(gb10) or C(cpu) overrides it (for example to serve a
+        CPU build on a GPU box, or to render a GB10 plan from recorded facts).
+    type: str
+    choices: [auto, gb10, cpu]
+    default: auto
   release_dir:
-    description: Path of the current vLLM release (a venv); its vLLM version is reported.
+    description:
+      - Path of the current vLLM release (a venv, usually the C(current) symlink); its vLLM
+        version, resolved path and release id (the directory name) are reported.
     type: path
+  hf_home:
+    description: The shared Hugging Face home that holds hub downloads (C(hub/models--org--name)).
+    type: path
+  model_store:
+    description: Directory that holds models staged from a local or controller-side path (C(<model_store>/<id>)).
+    type: path
+  model_refs:
+    description:
+      - Models to resolve by id (and optional revision) in I(model_store), then in the I(hf_home) hub cache.
+      - Each is reported under C(staged) with its path, config, weight bytes and whether it is complete.
+    type: list
+    elements: dict
+    default: []
+  model_ids:
+    description: Like I(model_refs), by id only (the default revision, C(main)).
+    type: list
+    elements: str
+    default: []
+  meminfo:
+    description: File to read MemTotal and MemAvailable from.
+    type: path
+    default: /proc/meminfo
   model_dirs:
     description: Staged model directories to describe (config.json and weight bytes).
     type: list
@@ -67,6 +98,12 @@ spark_facts:
       type: int
     models:
       description: Per staged directory, its config.json and the bytes of its weights.
+      type: dict
+    staged:
+      description: Per model id in I(model_refs), its resolved path, source (local or hub), config, weight bytes and completeness.
+      type: dict
+    release:
+      description: The release I(release_dir) points to (path, id, vllm_version), when it exists.
       type: dict
 """
 
@@ -148,10 +185,74 @@ def describe_model(path):
     return {"path": path, "present": True, "config": config, "weight_bytes": int(weights)}
 
 
+def hub_snapshot(hf_home, model_id, revision):
+    """The snapshot directory the hub cache holds for a revision (a commit, or a branch / tag through refs/)."""
+    repo = os.path.join(hf_home, "hub", "models--" + model_id.replace("/", "--"))
+    rev = revision or "main"
+    ref_file = os.path.join(repo, "refs", rev)
+    if os.path.isfile(ref_file):
+        with open(ref_file, encoding="utf-8") as handle:
+            rev = handle.read().strip()
+    return repo, os.path.join(repo, "snapshots", rev)
+
+
+def hub_complete(repo, snapshot):
+    """All files the weight index names are in the snapshot and no download is half done."""
+    if glob.glob(os.path.join(repo, "blobs", "*.incomplete")):
+        return False
+    index = os.path.join(snapshot, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        with open(index, encoding="utf-8") as handle:
+            shards = set(json.load(handle).get("weight_map", {}).values())
+        return all(os.path.isfile(os.path.join(snapshot, shard)) for shard in shards)
+    return bool(glob.glob(os.path.join(snapshot, "*.safetensors")))
+
+
+MANIFEST = ".sparkfleet-staged.json"
+
+
+def local_complete(path):
+    """The manifest model_stage writes after copying lists every file with its size."""
+    manifest = os.path.join(path, MANIFEST)
+    if not os.path.isfile(manifest):
+        return False
+    with open(manifest, encoding="utf-8") as handle:
+        files = json.load(handle).get("files", {})
+    return bool(files) and all(
+        os.path.isfile(os.path.join(path, name)) and os.path.getsize(os.path.join(path, name)) == size
+        for name, size in files.items()
+    )
+
+
+def resolve_model(ref, hf_home, model_store):
+    model_id = ref.get("id")
+    if not model_id:
+        return None
+    if model_store:
+        local = os.path.join(model_store, model_id)
+        if os.path.isfile(os.path.join(local, "config.json")):
+            found = describe_model(local)
+            found.update(id=model_id, source="local", complete=local_complete(local))
+            return found
+    if hf_home:
+        repo, snapshot = hub_snapshot(hf_home, model_id, ref.get("revision"))
+        found = describe_model(snapshot)
+        found.update(id=model_id, source="hub", complete=found["present"] and hub_complete(repo, snapshot))
+        return found
+    return {"id": model_id, "path": None, "present": False, "complete": False}
+
+
+def describe_release(release_dir):
+    if not release_dir or not os.path.isdir(release_dir):
+        return None
+    real = os.path.realpath(release_dir)
+    return {"path": real, "id": os.path.basename(real), "vllm_version": vllm_version_in(real)}
+
+
 def gather(module):
     params = module.params
     facts = {"arch": pyplatform.machine(), "platform": "cpu", "unified_memory": False}
-    with open("/proc/meminfo", encoding="utf-8") as handle:
+    with open(params["meminfo"], encoding="utf-8") as handle:
         facts.update(parse_meminfo(handle.read()))
     smi = module.get_bin_path(params["nvidia_smi"])
     if smi:
@@ -174,14 +275,27 @@ def gather(module):
         rc, out, _err = module.run_command([ptxas, "--version"])
         facts["cuda_version"] = parse_cuda_release(out) if rc == 0 else None
     facts["vllm_version"] = vllm_version_in(params["release_dir"])
+    facts["release"] = describe_release(params["release_dir"])
     facts["models"] = {path: describe_model(path) for path in params["model_dirs"]}
+    refs = list(params["model_refs"]) + [{"id": model_id} for model_id in params["model_ids"]]
+    staged = (resolve_model(ref, params["hf_home"], params["model_store"]) for ref in refs)
+    facts["staged"] = {found["id"]: found for found in staged if found}
+    if params["platform"] != "auto":
+        facts["detected_platform"] = facts["platform"]
+        facts.update(platform=params["platform"], unified_memory=params["platform"] == "gb10")
     return {key: value for key, value in facts.items() if value is not None}
 
 
 def main():
     module = AnsibleModule(
         argument_spec={
+            "platform": {"type": "str", "choices": ["auto", "gb10", "cpu"], "default": "auto"},
             "release_dir": {"type": "path"},
+            "hf_home": {"type": "path"},
+            "model_store": {"type": "path"},
+            "model_refs": {"type": "list", "elements": "dict", "default": []},
+            "model_ids": {"type": "list", "elements": "str", "default": []},
+            "meminfo": {"type": "path", "default": "/proc/meminfo"},
             "model_dirs": {"type": "list", "elements": "path", "default": []},
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
             "cuda_home": {"type": "path", "default": "/usr/local/cuda"},

@@ -195,6 +195,8 @@ def _resolve(host: HostFacts, profile: ModelProfile, intent: Intent) -> _Resolve
     spec_tokens = _speculative_tokens(profile, intent)
     batched = intent.max_num_batched_tokens or BATCHED_TOKENS[intent.profile]
     eager = intent.profile is ServeProfile.MEMORY_SAVER
+    # vLLM's CPU platform has no CUDA graphs: no capture sizes to choose and no graph pool to budget.
+    graphs = not eager and host.platform is not Platform.CPU
     return _Resolved(
         version=version,
         max_model_len=context,
@@ -202,7 +204,7 @@ def _resolve(host: HostFacts, profile: ModelProfile, intent: Intent) -> _Resolve
         max_num_batched_tokens=batched,
         kv_cache_dtype=_kv_dtype(profile, intent),
         speculative_tokens=spec_tokens,
-        capture_sizes=() if eager else _capture_sizes(intent.concurrency, spec_tokens, batched, version),
+        capture_sizes=_capture_sizes(intent.concurrency, spec_tokens, batched, version) if graphs else (),
         enforce_eager=eager,
         prefix_caching=intent.speculative is not SpeculativeMethod.DFLASH,
         yarn=yarn,

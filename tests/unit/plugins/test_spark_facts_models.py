@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import spark_facts
+
+
+def hub_model(hf_home: Path, model_id: str, revision: str = "abc123", shards: int = 2) -> Path:
+    repo = hf_home / "hub" / ("models--" + model_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / revision
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
+    (repo / "blobs").mkdir()
+    (snapshot / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
+    index = {"metadata": {"total_size": 1000 * shards}, "weight_map": {f"w{i}": name for i, name in enumerate(names)}}
+    (snapshot / "model.safetensors.index.json").write_text(json.dumps(index))
+    for name in names:
+        (snapshot / name).write_bytes(b"\0" * 1000)
+    return snapshot
+
+
+def test_hub_model_resolves_through_refs_and_is_complete(tmp_path: Path) -> None:
+    snapshot = hub_model(tmp_path, "org/model")
+    found = spark_facts.resolve_model({"id": "org/model"}, str(tmp_path), str(tmp_path / "store"))
+    assert found["path"] == str(snapshot) and found["source"] == "hub" and found["complete"]
+    assert found["weight_bytes"] == 2000 and found["config"] == {"model_type": "llama"}
+
+
+def test_hub_model_with_a_missing_shard_or_a_partial_blob_is_incomplete(tmp_path: Path) -> None:
+    snapshot = hub_model(tmp_path, "org/model")
+    (snapshot / "model-00002-of-00002.safetensors").unlink()
+    assert not spark_facts.resolve_model({"id": "org/model"}, str(tmp_path), None)["complete"]
+    (snapshot / "model-00002-of-00002.safetensors").write_bytes(b"\0")
+    (snapshot.parent.parent / "blobs" / "deadbeef.incomplete").write_bytes(b"")
+    assert not spark_facts.resolve_model({"id": "org/model"}, str(tmp_path), None)["complete"]
+
+
+def test_pinned_revision_and_missing_model(tmp_path: Path) -> None:
+    hub_model(tmp_path, "org/model", revision="f00d")
+    assert spark_facts.resolve_model({"id": "org/model", "revision": "f00d"}, str(tmp_path), None)["complete"]
+    missing = spark_facts.resolve_model({"id": "org/other"}, str(tmp_path), None)
+    assert missing["present"] is False and missing["complete"] is False
+
+
+def test_local_model_needs_a_manifest_that_matches_the_files(tmp_path: Path) -> None:
+    model = tmp_path / "store" / "sandbox" / "tiny"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"\0" * 10)
+    found = spark_facts.resolve_model({"id": "sandbox/tiny"}, None, str(tmp_path / "store"))
+    assert found["source"] == "local" and found["present"] and not found["complete"]
+    manifest = {"files": {"config.json": 2, "model.safetensors": 10}}
+    (model / spark_facts.MANIFEST).write_text(json.dumps(manifest))
+    assert spark_facts.resolve_model({"id": "sandbox/tiny"}, None, str(tmp_path / "store"))["complete"]
+    (model / "model.safetensors").write_bytes(b"\0" * 5)
+    assert not spark_facts.resolve_model({"id": "sandbox/tiny"}, None, str(tmp_path / "store"))["complete"]
+
+
+def test_release_is_reported_through_the_current_link(tmp_path: Path) -> None:
+    release = tmp_path / "releases" / "cpu-0.32.0-abc"
+    dist = release / "lib" / "python3.11" / "site-packages" / "vllm-0.32.0+cpu.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+cpu\n")
+    (tmp_path / "current").symlink_to(release)
+    assert spark_facts.describe_release(str(tmp_path / "current")) == {
+        "path": str(release),
+        "id": "cpu-0.32.0-abc",
+        "vllm_version": "0.32.0+cpu",
+    }
+    assert spark_facts.describe_release(str(tmp_path / "missing")) is None

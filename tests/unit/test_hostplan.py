@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import pytest
+from conftest import cpu_host, spark
+
+from sparkfleet.adapters import host_plan, plain
+from sparkfleet.catalog import get_profile
+from sparkfleet.errors import InfeasibleError, PlanError
+from sparkfleet.hostplan import InstanceRequest, footprint_gib, plan_host
+from sparkfleet.models import Intent
+
+NANO = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"
+
+
+def request(name: str, port: int, host: str = "127.0.0.1", **intent: object) -> InstanceRequest:
+    return InstanceRequest(
+        name=name, profile=get_profile(NANO), model_ref=NANO, intent=Intent(port=port, host=host, **intent)
+    )  # type: ignore[arg-type]
+
+
+def test_two_instances_that_fit_are_planned_side_by_side() -> None:
+    result = plan_host(spark(), [request("a", 8000, max_context=32768), request("b", 8001, max_context=32768)])
+    assert set(result.instances) == {"a", "b"}
+    assert result.footprint_gib == pytest.approx(sum(footprint_gib(p) for p in result.instances.values()), abs=0.02)
+    assert result.footprint_gib <= result.usable_gib
+
+
+def test_port_clash_names_the_second_instance_and_a_free_port() -> None:
+    with pytest.raises(PlanError) as err:
+        plan_host(spark(), [request("a", 8000), request("b", 8000, host="0.0.0.0", api_key=True)], "vllm_serve_instances")
+    assert err.value.variable == "vllm_serve_instances[1].port"
+    assert "port 8001" in str(err.value)
+
+
+def test_same_port_on_different_addresses_is_allowed() -> None:
+    plan_host(spark(), [request("a", 8000, host="127.0.0.1"), request("b", 8000, host="127.0.0.2", max_context=8192)])
+
+
+def test_duplicate_names_are_refused() -> None:
+    with pytest.raises(PlanError, match=r"instances\[1\]\.name"):
+        plan_host(spark(), [request("a", 8000), request("a", 8001)])
+
+
+def test_instances_that_fit_alone_but_not_together_are_refused() -> None:
+    big = {"profile": "throughput", "max_context": 65536}
+    with pytest.raises(InfeasibleError) as err:
+        plan_host(spark(), [request("a", 8000, **big), request("b", 8001, **big)], "vllm_serve_instances")
+    assert err.value.variable == "vllm_serve_instances"
+    assert "together" in str(err.value)
+
+
+def test_an_instance_error_names_its_list_entry() -> None:
+    with pytest.raises(PlanError) as err:
+        plan_host(spark(), [request("a", 8000), request("b", 8001, host="0.0.0.0")], "vllm_serve_instances")
+    assert err.value.variable.startswith("vllm_serve_instances[1] (b) intent.host")
+
+
+def test_adapter_plans_a_staged_catalog_model_from_its_path() -> None:
+    staged = {
+        "id": NANO,
+        "path": "/var/lib/sparkfleet/huggingface/hub/models--x/snapshots/abc",
+        "present": True,
+        "config": {},
+    }
+    facts = cpu_host().model_dump(mode="json") | {"platform": "gb10", "mem_total_bytes": spark().mem_total_bytes}
+    result = host_plan(facts, [{"name": "nano", "model": staged, "intent": {"max_context": 8192}}])
+    served = result.instances["nano"]
+    assert served.argv[2] == staged["path"] and served.model == staged["path"]
+
+
+def test_adapter_refuses_an_unstaged_local_model() -> None:
+    with pytest.raises(ValueError, match=r"instances\[0\]: model local/x: no config.json"):
+        host_plan(
+            cpu_host().model_dump(mode="json"), [{"name": "x", "model": {"id": "local/x", "path": "/m", "present": False}}]
+        )
+
+
+class LazyList(list):  # type: ignore[type-arg]
+    """Stands in for ansible-core 2.19's lazy containers: items resolve only through Python-level access."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return (str(item).upper() for item in super().__iter__())
+
+
+def test_plain_resolves_lazy_containers_through_python_iteration() -> None:
+    assert plain({"a": LazyList(["x", "y"]), "b": ({"c": 1},)}) == {"a": ["X", "Y"], "b": [{"c": 1}]}
