@@ -29,7 +29,10 @@ def api_key(env_file):
         with open(env_file, encoding="utf-8") as handle:
             for line in handle:
                 if line.startswith("VLLM_API_KEY="):
-                    return line.split("=", 1)[1].strip()
+                    value = line.split("=", 1)[1].strip()
+                    if len(value) >= 2 and value[0] == value[-1] == '"':
+                        value = value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+                    return value
     except FileNotFoundError:
         pass
     return None
