@@ -72,7 +72,8 @@ def start_to_ready() -> dict[str, float]:
         [
             *podman,
             "/usr/bin/python3",
-            "/usr/local/libexec/sparkfleet/sparkfleet_ready.py",
+            "/usr/local/libexec/sparkfleet/sparkfleet_probe.py",
+            "ready",
             "--unit",
             "sparkfleet-vllm-tiny.service",
             "--url",

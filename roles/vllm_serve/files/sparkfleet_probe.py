@@ -1,0 +1,192 @@
+"""Probe a sparkfleet vLLM instance with a real inference request.
+
+ready     wait until /health answers AND a real chat completion succeeds (a server whose /health
+          answers while its first request still compiles, or hangs, is not ready); stop early when
+          the unit fails; print one JSON line with the timings since the unit's last start.
+watchdog  one check for the instance's watchdog timer: a tiny inference with a deadline. It stands
+          down while the instance has not been ready since its last start (still loading), counts
+          consecutive failures in a state file, and restarts the unit after N of them, saying why.
+The API key is read from the instance's environment file (root, 0600), never from argv.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+
+def unit_state(unit):
+    out = subprocess.run(
+        ["systemctl", "show", unit, "-p", "ActiveState", "-p", "ActiveEnterTimestampMonotonic"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    return values.get("ActiveState", "unknown"), int(values.get("ActiveEnterTimestampMonotonic") or 0) / 1e6
+
+
+def api_key(env_file):
+    try:
+        with open(env_file, encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("VLLM_API_KEY="):
+                    value = line.split("=", 1)[1].strip()
+                    if len(value) >= 2 and value[0] == value[-1] == '"':
+                        value = value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+                    return value
+    except FileNotFoundError:
+        pass
+    return None
+
+
+def request(url, body=None, key=None, timeout=10.0):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method="POST" if data else "GET")
+    req.add_header("Content-Type", "application/json")
+    if key:
+        req.add_header("Authorization", f"Bearer {key}")
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return resp.status, resp.read().decode("utf-8", "replace")
+
+
+def infer(args, warmup, key, timeout):
+    """One real completion through the path clients use; returns the reply text or raises."""
+    status, text = request(f"{args.url}{warmup['path']}", warmup["body"], key, timeout=timeout)
+    reply = json.loads(text)
+    if status != 200 or not reply.get("choices"):
+        raise ValueError(f"unexpected answer ({status}): {text[:200]}")
+    message = reply["choices"][0].get("message") or {}
+    return message.get("content") or message.get("reasoning_content") or ""
+
+
+def journal(unit, lines=30):
+    return subprocess.run(
+        ["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+
+
+def fail(unit, reason):
+    print(json.dumps({"unit": unit, "ready": False, "reason": reason, "journal": journal(unit)}))
+    sys.exit(1)
+
+
+def ready(args, warmup, key):
+    began = time.monotonic()
+    deadline = began + args.timeout
+    health_at = None
+    while time.monotonic() < deadline:
+        state, since = unit_state(args.unit)
+        if state in ("failed", "inactive"):
+            fail(args.unit, f"the unit is {state}")
+        try:
+            if health_at is None and request(f"{args.url}/health", timeout=5)[0] == 200:
+                health_at = time.monotonic()
+            if health_at is not None:
+                reply = infer(args, warmup, key, max(deadline - time.monotonic(), 1))
+                now = time.monotonic()
+                result = {
+                    "unit": args.unit,
+                    "ready": True,
+                    "health_s": round(health_at - since, 1) if since else None,
+                    "ready_s": round(now - since, 1) if since else None,
+                    "first_inference_s": round(now - health_at, 2),
+                    "waited_s": round(now - began, 1),
+                    "reply": reply,
+                }
+                print(json.dumps(result))
+                return
+        except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403):
+                fail(args.unit, f"the warm-up request was refused ({exc.code}): the key in {args.env_file} does not match")
+            if exc.code == 400:
+                fail(args.unit, f"the warm-up request was rejected (400): {exc.read().decode('utf-8', 'replace')[:500]}")
+        except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
+            pass
+        time.sleep(2)
+    fail(args.unit, f"not ready after {args.timeout:.0f} s (health {'answered' if health_at else 'never answered'})")
+
+
+def load_state(path, since):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            state = json.load(handle)
+    except (FileNotFoundError, ValueError):
+        state = {}
+    if state.get("since") != since:  # a new start of the unit: forget the old one
+        state = {"since": since, "ready_seen": False, "failures": 0}
+    return state
+
+
+def save_state(path, state):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(state, handle)
+    os.replace(tmp, path)
+
+
+def watchdog(args, warmup, key):
+    active, since = unit_state(args.unit)
+    if active != "active":
+        print(f"{args.unit} is {active}: standing down")
+        return
+    state = load_state(args.state, since)
+    age = time.monotonic() - since
+    try:
+        infer(args, warmup, key, args.deadline)
+        if not state["ready_seen"]:
+            print(f"{args.unit} answered {age:.0f} s after its start: watching it from now on")
+        state.update(ready_seen=True, failures=0)
+        save_state(args.state, state)
+        return
+    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError, OSError) as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+    if not state["ready_seen"] and age < args.start_grace:
+        print(f"{args.unit} still starting ({age:.0f} s of {args.start_grace:.0f} s): standing down ({reason})")
+        save_state(args.state, state)
+        return
+    state["failures"] += 1
+    print(f"{args.unit}: inference check failed ({state['failures']}/{args.failures}) within {args.deadline:.0f} s: {reason}")
+    if state["failures"] >= args.failures:
+        print(f"{args.unit}: restarting after {state['failures']} consecutive failed inference checks (last: {reason})")
+        state.update(failures=0, ready_seen=False)
+        save_state(args.state, state)
+        subprocess.run(["systemctl", "restart", "--no-block", args.unit], check=True)
+        return
+    save_state(args.state, state)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=["ready", "watchdog"])
+    parser.add_argument("--unit", required=True)
+    parser.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--plan", required=True, help="the instance's plan.json (holds the warm-up request)")
+    parser.add_argument("--env-file", required=True)
+    parser.add_argument("--timeout", type=float, default=1200, help="ready: seconds to wait")
+    parser.add_argument("--state", help="watchdog: state file")
+    parser.add_argument("--deadline", type=float, default=30, help="watchdog: seconds one inference may take")
+    parser.add_argument("--failures", type=int, default=3, help="watchdog: consecutive failures before a restart")
+    parser.add_argument("--start-grace", type=float, default=900, help="watchdog: seconds a new start may take")
+    args = parser.parse_args()
+    with open(args.plan, encoding="utf-8") as handle:
+        warmup = json.load(handle)["warmup"]
+    key = api_key(args.env_file)
+    if args.mode == "ready":
+        ready(args, warmup, key)
+    else:
+        if not args.state:
+            parser.error("watchdog needs --state")
+        watchdog(args, warmup, key)
+
+
+if __name__ == "__main__":
+    main()
