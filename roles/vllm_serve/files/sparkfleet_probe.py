@@ -3,6 +3,8 @@
 ready     wait until /health answers AND a real chat completion succeeds (a server whose /health
           answers while its first request still compiles, or hangs, is not ready); stop early when
           the unit fails; print one JSON line with the timings since the unit's last start.
+bench     run `vllm bench serve` (the arguments after --) with the instance's API key in
+          OPENAI_API_KEY, read from its environment file, so the key never appears on a command line.
 watchdog  one check for the instance's watchdog timer: a tiny inference with a deadline. It stands
           down while the instance has not been ready since its last start (still loading), counts
           consecutive failures in a state file, and restarts the unit after N of them, saying why.
@@ -166,17 +168,27 @@ def watchdog(args, warmup, key):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["ready", "watchdog"])
-    parser.add_argument("--unit", required=True)
-    parser.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8000")
-    parser.add_argument("--plan", required=True, help="the instance's plan.json (holds the warm-up request)")
+    parser.add_argument("mode", choices=["ready", "watchdog", "bench"])
+    parser.add_argument("--unit")
+    parser.add_argument("--url", help="base URL, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--plan", help="the instance's plan.json (holds the warm-up request)")
     parser.add_argument("--env-file", required=True)
     parser.add_argument("--timeout", type=float, default=1200, help="ready: seconds to wait")
     parser.add_argument("--state", help="watchdog: state file")
     parser.add_argument("--deadline", type=float, default=30, help="watchdog: seconds one inference may take")
     parser.add_argument("--failures", type=int, default=3, help="watchdog: consecutive failures before a restart")
     parser.add_argument("--start-grace", type=float, default=900, help="watchdog: seconds a new start may take")
-    args = parser.parse_args()
+    argv = sys.argv[1:]
+    command = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    if args.mode == "bench":
+        if not command:
+            parser.error("bench needs the vllm bench serve command after --")
+        key = api_key(args.env_file)
+        env = dict(os.environ, OPENAI_API_KEY=key) if key else dict(os.environ)
+        os.execvpe(command[0], command, env)
+    if not (args.unit and args.url and args.plan):
+        parser.error(f"{args.mode} needs --unit, --url and --plan")
     with open(args.plan, encoding="utf-8") as handle:
         warmup = json.load(handle)["warmup"]
     key = api_key(args.env_file)
