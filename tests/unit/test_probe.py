@@ -1,0 +1,128 @@
+"""The readiness / watchdog probe that runs on the hosts (roles/vllm_serve/files/sparkfleet_probe.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import urllib.error
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_probe() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("sparkfleet_probe", ROOT / "roles/vllm_serve/files/sparkfleet_probe.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+probe = load_probe()
+
+
+def test_api_key_reads_the_systemd_quoted_value(tmp_path: Path) -> None:
+    env = tmp_path / "x.env"
+    env.write_text('# comment\nVLLM_API_KEY="a\\\\b\\"c"\nHF_TOKEN="t"\n')
+    assert probe.api_key(str(env)) == 'a\\b"c'
+    assert probe.api_key(str(tmp_path / "missing.env")) is None
+
+
+class FakeHost:
+    """A unit whose state the test sets, an inference that succeeds or times out, and recorded restarts."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, since: float = 1000.0) -> None:
+        self.active = "active"
+        self.since = since
+        self.answers = True
+        self.restarts: list[list[str]] = []
+        monkeypatch.setattr(probe, "unit_state", lambda unit: (self.active, self.since))
+        monkeypatch.setattr(probe, "infer", self.infer)
+        monkeypatch.setattr(probe.subprocess, "run", self.run)
+
+    def infer(self, *_: Any) -> str:
+        if not self.answers:
+            raise TimeoutError("timed out")
+        return "ok"
+
+    def run(self, argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        self.restarts.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+
+def watchdog(tmp_path: Path, now: float, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    monkeypatch.setattr(probe.time, "monotonic", lambda: now)
+    args = SimpleNamespace(unit="u.service", state=str(tmp_path / "state.json"), deadline=10, failures=2, start_grace=900)
+    probe.watchdog(args, {}, None)
+    path = tmp_path / "state.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def test_watchdog_stands_down_while_starting_then_restarts_after_n_misses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = FakeHost(monkeypatch)
+    host.answers = False
+    assert watchdog(tmp_path, 1010, monkeypatch) == {"since": 1000.0, "ready_seen": False, "failures": 0}
+    assert host.restarts == []
+    host.answers = True
+    assert watchdog(tmp_path, 1050, monkeypatch)["ready_seen"] is True
+    host.answers = False
+    assert watchdog(tmp_path, 1060, monkeypatch)["failures"] == 1
+    assert host.restarts == []
+    watchdog(tmp_path, 1070, monkeypatch)
+    assert host.restarts == [["systemctl", "restart", "--no-block", "u.service"]]
+
+
+def test_watchdog_counts_misses_of_a_start_that_never_became_ready(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    host = FakeHost(monkeypatch)
+    host.answers = False
+    watchdog(tmp_path, 1000 + 901, monkeypatch)
+    watchdog(tmp_path, 1000 + 911, monkeypatch)
+    assert len(host.restarts) == 1
+
+
+def test_watchdog_forgets_misses_of_an_earlier_start_and_ignores_inactive_units(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = FakeHost(monkeypatch)
+    host.answers = True
+    watchdog(tmp_path, 1050, monkeypatch)
+    host.answers = False
+    assert watchdog(tmp_path, 1060, monkeypatch)["failures"] == 1
+    host.since = 2000.0
+    assert watchdog(tmp_path, 2005, monkeypatch) == {"since": 2000.0, "ready_seen": False, "failures": 0}
+    host.active = "inactive"
+    watchdog(tmp_path, 2010, monkeypatch)
+    assert host.restarts == []
+
+
+def test_ready_fails_fast_on_a_failed_unit(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(probe, "unit_state", lambda unit: ("failed", 0.0))
+    monkeypatch.setattr(probe, "journal", lambda unit: "last lines")
+    args = SimpleNamespace(unit="u.service", url="http://127.0.0.1:1", env_file="/nonexistent", timeout=60)
+    with pytest.raises(SystemExit):
+        probe.ready(args, {"path": "/v1/chat/completions", "body": {}}, None)
+    out = json.loads(capsys.readouterr().out)
+    assert out == {"unit": "u.service", "ready": False, "reason": "the unit is failed", "journal": "last lines"}
+
+
+def test_ready_reports_a_refused_key(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(probe, "unit_state", lambda unit: ("active", 1.0))
+    monkeypatch.setattr(probe, "journal", lambda unit: "")
+
+    def refuse(url: str, *_: Any, **__: Any) -> tuple[int, str]:
+        if url.endswith("/health"):
+            return 200, ""
+        raise urllib.error.HTTPError(url, 401, "Unauthorized", {}, None)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(probe, "request", refuse)
+    args = SimpleNamespace(unit="u.service", url="http://h", env_file="/etc/x.env", timeout=60)
+    with pytest.raises(SystemExit):
+        probe.ready(args, {"path": "/v1/chat/completions", "body": {}}, "wrong")
+    assert "refused (401)" in json.loads(capsys.readouterr().out)["reason"]
