@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from .catalog import get_profile, load_catalog
-from .hostplan import HostPlan, InstanceRequest, plan_host
+from .doctor import Status, diagnose, render
+from .hostplan import HostPlan, InstanceRequest, endpoint, plan_host
 from .localmodel import profile_from_config
 from .models import HostFacts, Intent, ModelProfile
+from .monitoring import ScrapedHost, dashboard, plan_metrics, queries, rules_document, scrape_targets, thresholds
 
 
 def plain(value: Any) -> Any:
@@ -85,3 +87,51 @@ def host_plan(facts: Any, instances: Any, label: str = "instances") -> HostPlan:
         except ValueError as exc:
             raise ValueError(f"{label}[{index}]: {exc}") from exc
     return plan_host(host_facts(facts), requests, label)
+
+
+def scraped_host(raw: Any, name: str) -> ScrapedHost:
+    """An inventory host's monitoring view: its vllm_serve_instances' addresses with the planner's defaults."""
+    raw = plain(raw)
+    default_host = Intent.model_fields["host"].default
+    default_port = Intent.model_fields["port"].default
+    endpoints = {}
+    for index, item in enumerate(raw.get("instances") or []):
+        if not isinstance(item, dict) or "name" not in item:
+            raise ValueError(f"vllm_serve_instances[{index}] on {name}: each instance needs a name")
+        endpoints[str(item["name"])] = endpoint(str(item.get("host", default_host)), int(item.get("port", default_port)))
+    return ScrapedHost(
+        address=str(raw.get("address") or name),
+        server=str(raw.get("server") or name),
+        endpoints=endpoints,
+        node_exporter=bool(raw.get("node_exporter", True)),
+    )
+
+
+def fleet_targets(fleet: Any, server: str, node_port: int) -> dict[str, list[dict[str, Any]]]:
+    fleet = plain(fleet)
+    if not isinstance(fleet, dict):
+        raise ValueError("the fleet must map inventory host names to {address, server, instances, node_exporter}")
+    return scrape_targets(str(server), {str(h): scraped_host(v, str(h)) for h, v in fleet.items()}, int(node_port))
+
+
+def monitoring_artifact(what: str, alerts: Any, host_plan_json: Any = None) -> Any:
+    """The rule file, the dashboard, the queries the tests run, or the plan's textfile metrics."""
+    th = thresholds(plain(alerts))
+    if what == "rules":
+        return rules_document(th)
+    if what == "queries":
+        return queries(th)
+    if what == "dashboard":
+        return dashboard()
+    if what == "plan_metrics":
+        return plan_metrics(HostPlan.model_validate(plain(host_plan_json)), th)
+    raise ValueError(f"unknown monitoring artifact {what!r}; one of rules, queries, dashboard, plan_metrics")
+
+
+def doctor_report(observations: Any, host: str) -> dict[str, Any]:
+    findings = diagnose(plain(observations))
+    return {
+        "findings": [f.model_dump(mode="json") for f in findings],
+        "red": [f.model_dump(mode="json") for f in findings if f.status is Status.RED],
+        "table": render(str(host), findings),
+    }

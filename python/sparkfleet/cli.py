@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 import psutil
+import yaml
 from pydantic import ValidationError
 
 from .catalog import get_profile, load_catalog
@@ -16,6 +17,7 @@ from .errors import PlanError
 from .localmodel import profile_from_dir
 from .memory import GB10_REFERENCE_TOTAL_GIB
 from .models import GIB, HostFacts, Intent, ModelProfile, Platform, ServePlan
+from .monitoring import dashboard, rules_document, thresholds
 from .planner import DEFAULT_VLLM, plan
 from .report import render_explain, render_report
 from .versions import VllmVersion
@@ -159,6 +161,13 @@ def _catalog(as_json: bool) -> str:
     return "\n".join(rows)
 
 
+def _monitoring(artifact: str, alerts: str) -> str:
+    th = thresholds(json.loads(alerts))
+    if artifact == "rules":
+        return yaml.safe_dump(rules_document(th), sort_keys=False, width=120)
+    return json.dumps(dashboard(), indent=2) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sparkfleet", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -166,10 +175,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     _add_plan_args(sub.add_parser("explain", help="every argv entry and env var with its reason and source"))
     cat = sub.add_parser("catalog", help="list the model profiles")
     cat.add_argument("--json", action="store_true")
+    mon = sub.add_parser("monitoring", help="print the Prometheus rules or the Grafana dashboard")
+    mon.add_argument("artifact", choices=["rules", "dashboard"])
+    mon.add_argument("--alerts", default="{}", help="alert thresholds as JSON (the role's monitoring_alerts)")
     args = parser.parse_args(argv)
     try:
         if args.command == "catalog":
             print(_catalog(args.json))
+            return 0
+        if args.command == "monitoring":
+            print(_monitoring(args.artifact, args.alerts), end="")
             return 0
         result, note = _make_plan(args)
     except PlanError as exc:

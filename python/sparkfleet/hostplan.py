@@ -30,10 +30,32 @@ class InstanceRequest(Strict):
         return value
 
 
+class Endpoint(Strict):
+    """Where an instance listens, and the URL something on the same host reaches it at."""
+
+    host: str
+    port: int
+    local_host: str
+    local_url: str
+
+
+WILDCARDS = ("0.0.0.0", "::")
+
+
+def endpoint(host: str, port: int) -> Endpoint:
+    """An instance listening on every address is reached over loopback from its own host."""
+    local = "127.0.0.1" if host in WILDCARDS else host
+    shown = f"[{local}]" if ":" in local else local
+    return Endpoint(host=host, port=port, local_host=local, local_url=f"http://{shown}:{port}")
+
+
 class HostPlan(Strict):
     instances: dict[str, ServePlan]
+    endpoints: dict[str, Endpoint]
     footprint_gib: Annotated[float, Field(ge=0)]
     usable_gib: float
+    mem_total_gib: float
+    host_reserve_gib: float
 
 
 def footprint_gib(served: ServePlan) -> float:
@@ -43,8 +65,7 @@ def footprint_gib(served: ServePlan) -> float:
 
 
 def _overlaps(a: Intent, b: Intent) -> bool:
-    wildcard = {"0.0.0.0", "::"}
-    return a.port == b.port and (a.host == b.host or a.host in wildcard or b.host in wildcard)
+    return a.port == b.port and (a.host == b.host or a.host in WILDCARDS or b.host in WILDCARDS)
 
 
 def _check_names_and_ports(requests: list[InstanceRequest], label: str) -> None:
@@ -99,4 +120,11 @@ def plan_host(host: HostFacts, requests: list[InstanceRequest], label: str = "in
                 "one instance per host",
             ),
         )
-    return HostPlan(instances=plans, footprint_gib=round(used, 2), usable_gib=round(usable, 2))
+    return HostPlan(
+        instances=plans,
+        endpoints={r.name: endpoint(r.intent.host, r.intent.port) for r in requests},
+        footprint_gib=round(used, 2),
+        usable_gib=round(usable, 2),
+        mem_total_gib=round(total, 2),
+        host_reserve_gib=reserve,
+    )

@@ -67,3 +67,24 @@ def test_filter_plans_a_staged_model_from_facts(fixtures: Path) -> None:
     }
     result = filter_plugin.serve_plan(_gb10_facts(fixtures), staged, {"max_context": 512})
     assert result["argv"][2] == "/srv/models/tiny"
+
+
+def test_monitoring_filters_render_and_refuse_with_the_variable_named() -> None:
+    import monitoring as monitoring_filter
+    import scrape_targets as targets_filter
+
+    rules = monitoring_filter.monitoring({"kv_cache_usage": 0.75}, "rules")
+    assert any(r.get("expr") == "sparkfleet:vllm_kv_cache_usage:ratio > 0.75" for r in rules["groups"][1]["rules"])
+    with pytest.raises(AnsibleFilterError, match=r"monitoring_alerts\.ttft"):
+        monitoring_filter.monitoring({"ttft": 1}, "rules")
+    with pytest.raises(AnsibleFilterError, match="unknown monitoring artifact"):
+        monitoring_filter.monitoring({}, "alerts")
+    fleet = {
+        "spark01": {"instances": [{"name": "tiny", "port": 8000}]},
+        "spark02": {"server": "spark01", "instances": [{"name": "x"}]},
+    }
+    with pytest.raises(AnsibleFilterError, match=r"vllm_serve_instances \(x\) on spark02"):
+        targets_filter.scrape_targets(fleet, "spark01")
+    assert targets_filter.scrape_targets({"spark01": fleet["spark01"]}, "spark01")["vllm"][0]["targets"] == [
+        "127.0.0.1:8000"
+    ]

@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from sparkfleet.adapters import doctor_report
+from sparkfleet.doctor import Status, diagnose, journal_report
+
+GIB = 1024**3
+JOURNAL_CPU = (
+    "(EngineCore pid=5828) INFO 11-22 05:30:12 [kv_cache_utils.py:2327] CPU KV cache size: 2,176 tokens, "
+    "Maximum concurrency for 512 tokens per request: 4.25x\n"
+    "(EngineCore pid=5828) INFO 11-22 05:30:12 [core.py:402] init engine (profile, create kv cache, warmup model) took 25.35 s\n"
+)
+JOURNAL_GPU = (
+    "(EngineCore_DP0 pid=1) INFO [gpu_model_runner.py] Model loading took 17.9 GiB memory and 112.4 seconds\n"
+    "(EngineCore_DP0 pid=1) INFO [gpu_worker.py] Available KV cache memory: 60.03 GiB\n"
+    "(EngineCore_DP0 pid=1) INFO [kv_cache_utils.py] GPU KV cache size: 1,310,720 tokens\n"
+)
+
+
+def healthy() -> dict[str, Any]:
+    return {
+        "host": {
+            "facts": {"platform": "cpu", "mem_total_bytes": 24 * GIB, "mem_available_bytes": 20 * GIB},
+            "policy": {"sysctl": {"vm.swappiness": "1"}, "sysctl_apply": True, "headless": True},
+            "sysctl": {"vm.swappiness": "1"},
+            "sysctl_file": "# managed\nvm.swappiness = 1\n",
+            "default_target": "multi-user.target",
+            "meminfo": "MemTotal: 1 kB\nCached:  1048576 kB\n",
+        },
+        "serve": {
+            "release": {"id": "cpu-0.32.0-abc", "vllm_version": "0.32.0+cpu"},
+            "host_plan": {"host_reserve_gib": 2.0, "footprint_gib": 2.8},
+            "instances": [
+                {
+                    "name": "tiny",
+                    "unit": {"LoadState": "loaded", "ActiveState": "active", "SubState": "running", "NRestarts": "0"},
+                    "ready": {"ready": True, "first_inference_s": 0.03},
+                    "applied_plan": {
+                        "vllm_version": "0.32.0",
+                        "kv_tokens": 2240,
+                        "kv_cache_memory_bytes": 2293760,
+                        "argv": ["vllm", "serve", "m"],
+                        "memory": {"weights": 0.1},
+                    },
+                    "wanted_plan": {"argv": ["vllm", "serve", "m"]},
+                    "model": {"id": "sandbox/tiny-llama", "path": "/models/tiny", "complete": True},
+                    "journal": JOURNAL_CPU,
+                }
+            ],
+        },
+        "services": {"prometheus-node-exporter": {"ActiveState": "active", "SubState": "running"}},
+        "alerts": {},
+    }
+
+
+def statuses(raw: dict[str, Any]) -> dict[str, Status]:
+    return {f"{f.area}: {f.check}": f.status for f in diagnose(raw)}
+
+
+def test_a_healthy_host_is_green_everywhere() -> None:
+    report = doctor_report(healthy(), "spark01")
+    assert report["red"] == []
+    assert {f["status"] for f in report["findings"]} == {"green"}
+    assert "0 red, 0 yellow" in report["table"]
+    assert "KV tokens vLLM 2,176 vs plan 2,240 (3% off)" in report["table"]
+    assert "page cache 1.0 GiB" in report["table"]
+
+
+def _broken(change: Any) -> dict[str, Any]:
+    raw = copy.deepcopy(healthy())
+    change(raw)
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("change", "check", "status", "text"),
+    [
+        (
+            lambda r: r["serve"]["instances"][0].update(
+                unit={"ActiveState": "inactive", "SubState": "dead", "NRestarts": "0"},
+                ready={"ready": False, "reason": "the unit is inactive"},
+            ),
+            "instance tiny: unit",
+            Status.RED,
+            "inactive/dead",
+        ),
+        (
+            lambda r: r["host"].update(sysctl_file="vm.swappiness = 60\n"),
+            "host: sysctl file",
+            Status.RED,
+            "vm.swappiness = 60 (host_prep sets 1)",
+        ),
+        (lambda r: r["host"].update(sysctl_file=None), "host: sysctl file", Status.RED, "is missing"),
+        (lambda r: r["host"].update(sysctl={"vm.swappiness": "60"}), "host: sysctl live", Status.RED, "is 60"),
+        (
+            lambda r: (r["host"].update(sysctl={"vm.swappiness": "60"}), r["host"]["policy"].update(sysctl_apply=False)),
+            "host: sysctl live",
+            Status.YELLOW,
+            "not applied here",
+        ),
+        (
+            lambda r: r["serve"]["instances"][0]["model"].update(complete=False),
+            "instance tiny: model",
+            Status.RED,
+            "sandbox/tiny-llama missing or incomplete",
+        ),
+        (lambda r: r["host"].update(default_target="graphical.target"), "host: default target", Status.YELLOW, "2-3 GB"),
+        (
+            lambda r: r["host"]["facts"].update(mem_available_bytes=GIB // 2),
+            "host: headroom",
+            Status.RED,
+            "vs the plan's floor 1.0 GiB",
+        ),
+        (lambda r: r["serve"].update(release=None), "release: current", Status.RED, "none"),
+        (
+            lambda r: r["serve"]["instances"][0]["unit"].update(NRestarts="3"),
+            "instance tiny: unit",
+            Status.YELLOW,
+            "3 automatic restart(s)",
+        ),
+        (
+            lambda r: r["serve"]["instances"][0].update(wanted_plan={"argv": ["vllm", "serve", "other"]}),
+            "instance tiny: inventory",
+            Status.YELLOW,
+            "re-run the site playbook",
+        ),
+        (
+            lambda r: r["serve"]["instances"][0]["applied_plan"].update(kv_tokens=4000),
+            "instance tiny: plan vs vLLM",
+            Status.YELLOW,
+            "(46% off)",
+        ),
+        (
+            lambda r: r["serve"]["instances"][0].update(journal=""),
+            "instance tiny: plan vs vLLM",
+            Status.YELLOW,
+            "no KV cache report",
+        ),
+        (
+            lambda r: r["services"].update(prometheus={"ActiveState": "failed", "SubState": "failed"}),
+            "monitoring: prometheus",
+            Status.RED,
+            "failed/failed",
+        ),
+        (lambda r: r["serve"].update(plan_error="vllm_serve_instances[0].model: x"), "inventory: plan", Status.RED, "x"),
+    ],
+)
+def test_each_problem_is_named_with_its_status(change: Any, check: str, status: Status, text: str) -> None:
+    raw = _broken(change)
+    findings = {f"{f.area}: {f.check}": f for f in diagnose(raw)}
+    assert findings[check].status is status
+    assert text in findings[check].detail
+    report = doctor_report(raw, "spark01")
+    assert (len(report["red"]) > 0) is (status is Status.RED)
+
+
+def test_gb10_policy_refuses_driver_590_unless_overridden_and_needs_cuda13_ptxas() -> None:
+    raw = healthy()
+    raw["host"]["facts"].update(platform="gb10", driver_version="590.44.01", cuda_version="13.0", ptxas_path=None)
+    found = statuses(raw)
+    assert found["host: driver"] is Status.RED
+    assert found["host: cuda"] is Status.RED
+    raw["host"]["policy"]["driver_override"] = True
+    raw["host"]["facts"]["ptxas_path"] = "/usr/local/cuda/bin/ptxas"
+    found = statuses(raw)
+    assert found["host: driver"] is Status.YELLOW
+    assert found["host: cuda"] is Status.GREEN
+
+
+def test_journal_report_reads_gpu_memory_lines_and_the_last_start_wins() -> None:
+    said = journal_report(JOURNAL_GPU + JOURNAL_CPU)
+    assert said == {"kv_tokens": 2176.0, "kv_gib": 60.03, "weights_gib": 17.9, "init_s": 25.35}
+
+
+def test_gpu_kv_memory_is_compared_with_the_plan() -> None:
+    raw = healthy()
+    inst = raw["serve"]["instances"][0]
+    inst["journal"] = JOURNAL_GPU
+    inst["applied_plan"].update(kv_tokens=1_300_000, kv_cache_memory_bytes=int(60 * GIB), memory={"weights": 18.0})
+    finding = next(f for f in diagnose(raw) if f.check == "plan vs vLLM")
+    assert finding.status is Status.GREEN
+    assert "KV memory vLLM 60.0 GiB vs plan 60.0 GiB" in finding.detail
+    assert "weights vLLM 17.9 GiB vs plan 18.0 GiB" in finding.detail
