@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from .catalog import get_profile, load_catalog
+from .cluster import NcclLibraries, NodeFacts, cluster_problems, interconnect, interconnect_env, nccl_choice
 from .doctor import Status, diagnose, render
+from .errors import PlanError
 from .hostplan import HostPlan, InstanceRequest, endpoint, plan_host
 from .localmodel import profile_from_config
 from .models import HostFacts, Intent, ModelProfile
@@ -135,3 +137,22 @@ def doctor_report(observations: Any, host: str) -> dict[str, Any]:
         "red": [f.model_dump(mode="json") for f in findings if f.status is Status.RED],
         "table": render(str(host), findings),
     }
+
+
+def cluster_environment(link: Any, nccl_found: Any, nccl_wanted: str, host: str) -> dict[str, Any]:
+    """Every Ray and vLLM process's environment on one node: the interconnect and one NCCL library."""
+    env = interconnect_env(interconnect(plain(link)))
+    report = "no NCCL (cpu platform)"
+    if nccl_wanted != "none":
+        if nccl_wanted not in ("pip", "system"):
+            raise PlanError("ray_cluster_nccl", f"{nccl_wanted!r} is not one of pip, system, none")
+        report, nccl_env = nccl_choice(NcclLibraries.model_validate(plain(nccl_found) or {}), nccl_wanted, host)  # type: ignore[arg-type]
+        env += nccl_env
+    return {"env": [e.model_dump() for e in env], "nccl": report}
+
+
+def cluster_check(nodes: Any, head: str, interface: str) -> list[str]:
+    parsed = {str(name): NodeFacts.model_validate(facts) for name, facts in plain(nodes).items()}
+    if head not in parsed:
+        raise PlanError("ray_cluster_head", f"{head!r} is not one of the cluster's hosts {sorted(parsed)}")
+    return cluster_problems(head, parsed, interface)

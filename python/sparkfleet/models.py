@@ -323,3 +323,5 @@ class ServePlan(Strict):
     warnings: list[str]
     reasons: list[Reason]
     mode: Literal["planned", "predicted"] = "planned"
+    # Sparks the model spans (one GPU each); above 1 the instance runs on the Ray head over the cluster.
+    nodes: int = 1

@@ -332,6 +332,11 @@ def _warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolv
         out.append(f"fp8 KV on {profile.id} is not from its tested recipe: check output quality ({SEED_VLLM_BLOG})")
     if intent.speculative is SpeculativeMethod.DFLASH and profile.checkpoint_format.is_fp4:
         out.append(f"DFlash acceptance collapses on quantized targets under stock vLLM ({SEED_GUIDE} §7.1.1)")
+    if intent.nodes > 1 and host.platform is Platform.CPU:
+        out.append(
+            "vLLM's CPU platform has no Ray device (vllm/v1/executor/ray_utils.py: 'current platform cpu does not "
+            "support ray'): this multi-node plan renders but vLLM will not start it"
+        )
     if r.yarn:
         out.append("static YaRN stretches the model past its training and can dent short-prompt quality")
     if host.mem_available_bytes is not None and host.mem_available_bytes < required:
@@ -404,6 +409,7 @@ def plan(host: HostFacts, profile: ModelProfile, intent: Intent, model_ref: str 
         )
     )
     return ServePlan(
+        nodes=intent.nodes,
         model=settings.model_ref,
         served_name=settings.served_name,
         platform=host.platform,

@@ -60,6 +60,7 @@ class InstallInputs(Strict):
     torch_version: str | None = None
     torchvision_version: str | None = None
     flashinfer_version: str | None = None
+    ray_version: str | None = None
     flashinfer_index_url: str | None = None
     index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
@@ -75,7 +76,7 @@ class InstallInputs(Strict):
             raise ValueError(f"{value!r} is not a version such as 0.32.0")
         return value
 
-    @field_validator("torch_version", "torchvision_version", "flashinfer_version")
+    @field_validator("torch_version", "torchvision_version", "flashinfer_version", "ray_version")
     @classmethod
     def _optional_version(cls, value: str | None) -> str | None:
         if value is not None and not _VERSION.match(value):
@@ -146,7 +147,9 @@ def inputs_from(values: dict[str, object], label: str = "vllm_install") -> Insta
 
 
 def release_id(inputs: InstallInputs) -> str:
-    digest = hashlib.sha256(json.dumps(inputs.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+    # A release without Ray hashes as before Ray was an input, so existing release ids stay valid.
+    fields = inputs.model_dump(mode="json", exclude={"ray_version"} if inputs.ray_version is None else None)
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
     return f"{inputs.platform.value}-{inputs.vllm_version}-{digest[:12]}"
 
 
@@ -162,6 +165,8 @@ def _requirements(inputs: InstallInputs, src_dir: str) -> list[str]:
         reqs.append(f"torchvision=={inputs.torchvision_version}")
     if inputs.flashinfer_version:
         reqs += [f"flashinfer-python=={inputs.flashinfer_version}", f"flashinfer-cubin=={inputs.flashinfer_version}"]
+    if inputs.ray_version:
+        reqs.append(f"ray=={inputs.ray_version}")
     return reqs + list(inputs.extra_packages)
 
 
@@ -265,6 +270,11 @@ def recipe(inputs: InstallInputs, root: str) -> Recipe:
             argv=[python, "-c", "import torch, vllm; print(vllm.__version__, torch.__version__)"],
         ),
         Step(name="vllm --version", argv=[f"{release}/bin/vllm", "--version"]),
+        *(
+            [Step(name="import ray", argv=[python, "-c", "import ray; print(ray.__version__)"], why="multi-node serving")]
+            if inputs.ray_version
+            else []
+        ),
         Step(
             name="platform detected",
             argv=[python, "-c", "from vllm.platforms import current_platform as p; print(p.device_type)"],

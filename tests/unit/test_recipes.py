@@ -126,3 +126,24 @@ def test_bad_install_inputs_name_the_variable(values: dict[str, object], variabl
     with pytest.raises(PlanError) as err:
         inputs_from({**GB10, **values})
     assert err.value.variable == variable
+
+
+def test_ray_joins_the_one_resolve_and_the_smoke_test_only_when_pinned() -> None:
+    base = {
+        "platform": "cpu",
+        "python": "python3",
+        "python_version": "3.11",
+        "uv_version": "0.13.9",
+        "vllm_version": "0.32.0",
+    }
+    without = inputs_from(base)
+    with_ray = inputs_from({**base, "ray_version": "2.60.0"})
+    assert release_id(without) != release_id(with_ray)
+    # Releases built before Ray was an input keep their ids.
+    assert release_id(without) == release_id(without.model_copy(update={"ray_version": None}))
+    steps = recipe(with_ray, "/opt/sparkfleet")
+    assert "ray==2.60.0" in next(s for s in steps.steps if s.name.startswith("install vLLM")).argv
+    assert [s.name for s in steps.smoke] == ["import vllm and torch", "vllm --version", "import ray", "platform detected"]
+    assert "import ray" not in [s.name for s in recipe(without, "/opt/sparkfleet").smoke]
+    with pytest.raises(ValueError, match="vllm_install_ray_version"):
+        inputs_from({**base, "ray_version": "latest"})

@@ -1,0 +1,1 @@
+raise ImportError("sparkfleet fleet test: this release is broken on purpose")

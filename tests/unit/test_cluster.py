@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import pytest
+
+from sparkfleet.cluster import NcclLibraries, NodeFacts, cluster_problems, interconnect, interconnect_env, nccl_choice
+from sparkfleet.errors import PlanError
+
+
+def env_of(raw: dict[str, object]) -> dict[str, str]:
+    return {e.name: e.value for e in interconnect_env(interconnect(raw))}
+
+
+def test_roce_link_sets_every_variable_seed_004_names() -> None:
+    env = env_of({"interface": "enp1s0f1np1", "hcas": ["rocep1s0f1", "roceP2p1s0f1"]})
+    assert env == {
+        "NCCL_SOCKET_IFNAME": "enp1s0f1np1",
+        "GLOO_SOCKET_IFNAME": "enp1s0f1np1",
+        "UCX_NET_DEVICES": "enp1s0f1np1",
+        "TP_SOCKET_IFNAME": "enp1s0f1np1",
+        "NCCL_NET_PLUGIN": "none",
+        "RAY_memory_monitor_refresh_ms": "0",
+        "NCCL_IB_HCA": "rocep1s0f1,roceP2p1s0f1",
+        "NCCL_IB_DISABLE": "0",
+        "NCCL_IB_GID_INDEX": "3",
+        "NCCL_IB_ROCE_VERSION_NUM": "2",
+        "NCCL_IB_TIMEOUT": "22",
+    }
+
+
+def test_a_link_without_rdma_devices_disables_ib_and_keeps_the_interface() -> None:
+    env = env_of({"interface": "eth0"})
+    assert env["NCCL_IB_DISABLE"] == "1"
+    assert "NCCL_IB_HCA" not in env
+    assert env["GLOO_SOCKET_IFNAME"] == "eth0"
+
+
+def test_every_variable_carries_its_reason_and_source() -> None:
+    for var in interconnect_env(interconnect({"interface": "eth0", "hcas": ["mlx5_0"]})):
+        assert var.reason and var.source
+
+
+@pytest.mark.parametrize(
+    ("raw", "variable", "text"),
+    [
+        ({"interface": "eth0; rm -rf /"}, "ray_cluster_interface", "not a network interface name"),
+        ({"interface": "eth0", "hcas": ["a b"]}, "ray_cluster_hcas", "not an RDMA device name"),
+        ({"interface": "eth0", "gid_index": 300}, "ray_cluster_gid_index", "less than or equal to 255"),
+        ({}, "ray_cluster_interface", "Field required"),
+    ],
+)
+def test_bad_link_settings_name_the_variable(raw: dict[str, object], variable: str, text: str) -> None:
+    with pytest.raises(PlanError) as err:
+        interconnect(raw)
+    assert err.value.variable == variable
+    assert text in str(err.value)
+
+
+def test_one_nccl_is_chosen_and_preloaded_for_every_process() -> None:
+    found = NcclLibraries(
+        pip="/opt/r/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2",
+        pip_version="2.28.9",
+        system="/usr/lib/aarch64-linux-gnu/libnccl.so.2",
+        system_version="2.28.9",
+    )
+    report, env = nccl_choice(found, "system", "spark02")
+    assert {e.name: e.value for e in env} == {
+        "LD_PRELOAD": "/usr/lib/aarch64-linux-gnu/libnccl.so.2",
+        "VLLM_NCCL_SO_PATH": "/usr/lib/aarch64-linux-gnu/libnccl.so.2",
+    }
+    assert "system NCCL 2.28.9" in report and "not the pip build" in report
+
+
+def test_choosing_a_missing_nccl_names_the_host_and_the_other_build() -> None:
+    with pytest.raises(PlanError) as err:
+        nccl_choice(NcclLibraries(pip="/p/libnccl.so.2"), "system", "spark02")
+    assert err.value.variable == "ray_cluster_nccl"
+    assert "spark02 has no system NCCL library; the pip build is at /p/libnccl.so.2" in str(err.value)
+    assert "ray_cluster_nccl: pip" in str(err.value)
+
+
+def _node(release: str = "cpu-0.32.0-aaa", **kw: object) -> NodeFacts:
+    base: dict[str, object] = {
+        "release_id": release,
+        "versions": {"vllm": "0.32.0", "torch": "2.13.0", "ray": "2.60.0"},
+        "models": {"sandbox/tiny-llama": True},
+    }
+    base.update(kw)
+    return NodeFacts.model_validate(base)
+
+
+def test_a_matching_cluster_has_no_problems() -> None:
+    assert cluster_problems("spark01", {"spark01": _node(), "spark02": _node()}, "eth0") == []
+
+
+def test_a_worker_with_another_release_is_named() -> None:
+    problems = cluster_problems("spark01", {"spark01": _node(), "spark02": _node("cpu-0.32.0-bbb")}, "eth0")
+    assert problems == ["spark02 runs release cpu-0.32.0-bbb, the head spark01 runs cpu-0.32.0-aaa"]
+
+
+def test_versions_models_interfaces_and_peers_are_each_named() -> None:
+    worker = _node(
+        versions={"vllm": "0.32.0", "torch": "2.13.0", "ray": "2.59.0"},
+        models={},
+        interface=False,
+        peers={"spark01": False},
+    )
+    problems = cluster_problems("spark01", {"spark01": _node(), "spark02": worker}, "enp1s0f1np1")
+    assert "spark02: interface enp1s0f1np1 does not exist (ray_cluster_interface)" in problems
+    assert "spark02: spark01 does not answer on enp1s0f1np1" in problems
+    assert "spark02 has ray 2.59.0, the head spark01 has 2.60.0" in problems
+    assert any(p.startswith("spark02 does not have sandbox/tiny-llama staged") for p in problems)
