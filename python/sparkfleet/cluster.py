@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
-from .errors import PlanError
+from .errors import PlanError, from_validation
 from .models import Strict
 from .sources import SEED_GUIDE, SEED_SM121
 
@@ -134,9 +134,7 @@ def interconnect(raw: Any, label: str = "ray_cluster") -> Interconnect:
     try:
         return Interconnect.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise PlanError(f"{label}_{where}" if where else label, first["msg"]) from exc
+        raise from_validation(exc, label) from exc
 
 
 # --------------------------------------------------------------------------- NCCL

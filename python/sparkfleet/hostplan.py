@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 
 from . import memory as mem
 from .errors import InfeasibleError, PlanError
-from .models import HostFacts, Intent, ModelProfile, Platform, ServePlan, Strict
+from .models import WILDCARDS, HostFacts, Intent, ModelProfile, Platform, ServePlan, Strict
 from .planner import plan
 
 # Instance names become unit names (sparkfleet-vllm-<name>.service) and directory names.
@@ -37,9 +37,6 @@ class Endpoint(Strict):
     port: int
     local_host: str
     local_url: str
-
-
-WILDCARDS = ("0.0.0.0", "::")
 
 
 def endpoint(host: str, port: int) -> Endpoint:

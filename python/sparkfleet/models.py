@@ -18,6 +18,10 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# Addresses that mean "every interface": loopback reaches them from the same host.
+WILDCARDS = ("0.0.0.0", "::")
+
+
 # --------------------------------------------------------------------------- host
 
 
@@ -245,7 +249,7 @@ class Intent(Strict):
     @field_validator("host")
     @classmethod
     def _host_is_an_address(cls, value: str) -> str:
-        if value in {"localhost", "0.0.0.0", "::"}:
+        if value == "localhost" or value in WILDCARDS:
             return value
         try:
             ipaddress.ip_address(value)
@@ -257,7 +261,7 @@ class Intent(Strict):
     def binds_loopback_only(self) -> bool:
         if self.host == "localhost":
             return True
-        if self.host in {"0.0.0.0", "::"}:
+        if self.host in WILDCARDS:
             return False
         return ipaddress.ip_address(self.host).is_loopback
 

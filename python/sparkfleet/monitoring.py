@@ -16,9 +16,9 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator
 
-from .errors import PlanError
-from .hostplan import WILDCARDS, Endpoint, HostPlan, footprint_gib
-from .models import GIB, ServePlan, Strict
+from .errors import PlanError, from_validation
+from .hostplan import Endpoint, HostPlan, footprint_gib
+from .models import GIB, WILDCARDS, ServePlan, Strict
 from .sources import SEED_GUIDE, SEED_SM121, SEED_VLLM_BLOG
 
 VLLM_JOB = "sparkfleet-vllm"
@@ -50,10 +50,7 @@ def thresholds(raw: Any, label: str = "monitoring_alerts") -> Thresholds:
     try:
         return Thresholds.model_validate(raw or {})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        keys = (f"one of the keys {', '.join(Thresholds.model_fields)}",) if first["type"] == "extra_forbidden" else ()
-        raise PlanError(f"{label}.{where}" if where else label, first["msg"], keys) from exc
+        raise from_validation(exc, label, ".", (f"one of the keys {', '.join(Thresholds.model_fields)}",)) from exc
 
 
 # --------------------------------------------------------------------------- recording rules

@@ -9,11 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from .errors import PlanError
+from .errors import from_validation
 from .models import Platform, Strict
 
 _VERSION = re.compile(r"^\d+(\.\d+){1,3}([.+-]?[A-Za-z0-9.]+)*$")
@@ -135,15 +135,8 @@ def inputs_from(values: dict[str, object], label: str = "vllm_install") -> Insta
     """Validate role variables; errors name the variable (vllm_install_<field>) and the rule it broke."""
     try:
         return InstallInputs.model_validate(values)
-    except ValueError as exc:
-        errors: list[dict[str, Any]] = list(getattr(exc, "errors", list)())
-        if errors:
-            first = errors[0]
-            loc = list(first["loc"]) or ["inputs"]
-            field = str(loc[0]) + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc[1:])
-            message = str(first["msg"]).removeprefix("Value error, ")
-            raise PlanError(f"{label}_{field}", message) from exc
-        raise
+    except ValidationError as exc:
+        raise from_validation(exc, label, whole="inputs") from exc
 
 
 def release_id(inputs: InstallInputs) -> str:
