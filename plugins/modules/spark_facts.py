@@ -31,6 +31,12 @@ options:
       - Path of the current vLLM release (a venv, usually the C(current) symlink); its vLLM
         version, resolved path and release id (the directory name) are reported.
     type: path
+  release_packages:
+    description:
+      - Also report the release's lock (C(lock_packages), from C(.sparkfleet-lock.json)) and the
+        packages installed in it (C(installed_packages), from the dist-info metadata), to compare them.
+    type: bool
+    default: false
   hf_home:
     description: The shared Hugging Face home that holds hub downloads (C(hub/models--org--name)).
     type: path
@@ -103,8 +109,16 @@ spark_facts:
       description: Per model id in I(model_refs), its resolved path, source (local or hub), config, weight bytes and completeness.
       type: dict
     release:
-      description: The release I(release_dir) points to (path, id, vllm_version), when it exists.
+      description:
+        - The release I(release_dir) points to (path, id, vllm_version, the lock's cuda), when it exists;
+          with I(release_packages) also C(lock_packages) and C(installed_packages) (name to version).
       type: dict
+    glibc:
+      description: The host's glibc version (the target a release is locked for).
+      type: str
+    python_version:
+      description: Major.minor of the Python that ran this module.
+      type: str
 """
 
 import glob
@@ -112,6 +126,7 @@ import json
 import os
 import platform as pyplatform
 import re
+import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -167,6 +182,45 @@ def vllm_version_in(release_dir):
                 if line.startswith("Version:"):
                     return line.split(":", 1)[1].strip()
     return None
+
+
+def canonical_name(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed_packages(release_dir):
+    """Name -> version of every distribution in the release's site-packages (its dist-info METADATA)."""
+    found = {}
+    pattern = os.path.join(release_dir, "lib", "python3*", "site-packages", "*.dist-info", "METADATA")
+    for metadata in glob.glob(pattern):
+        name = version = None
+        with open(metadata, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("Name:"):
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("Version:"):
+                    version = line.split(":", 1)[1].strip()
+                if (name and version) or not line.strip():
+                    break
+        if name and version:
+            found[canonical_name(name)] = version
+    return found
+
+
+def read_lock(release_dir):
+    try:
+        with open(os.path.join(release_dir, ".sparkfleet-lock.json"), encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def host_glibc():
+    try:
+        name, version = os.confstr("CS_GNU_LIBC_VERSION").split()
+    except (AttributeError, ValueError, OSError):
+        return None
+    return version if name == "glibc" else None
 
 
 def describe_model(path):
@@ -242,16 +296,29 @@ def resolve_model(ref, hf_home, model_store):
     return {"id": model_id, "path": None, "present": False, "complete": False}
 
 
-def describe_release(release_dir):
+def describe_release(release_dir, with_packages=False):
     if not release_dir or not os.path.isdir(release_dir):
         return None
     real = os.path.realpath(release_dir)
-    return {"path": real, "id": os.path.basename(real), "vllm_version": vllm_version_in(real)}
+    found = {"path": real, "id": os.path.basename(real), "vllm_version": vllm_version_in(real)}
+    lock = read_lock(real)
+    if lock is not None:
+        found.update(locked=True, cuda=lock.get("cuda"), source=lock.get("source"), vllm_package=lock.get("vllm_package"))
+    if with_packages:
+        found["lock_packages"] = (lock or {}).get("packages")
+        found["installed_packages"] = installed_packages(real)
+    return found
 
 
 def gather(module):
     params = module.params
-    facts = {"arch": pyplatform.machine(), "platform": "cpu", "unified_memory": False}
+    facts = {
+        "arch": pyplatform.machine(),
+        "glibc": host_glibc(),
+        "python_version": "%d.%d" % sys.version_info[:2],
+        "platform": "cpu",
+        "unified_memory": False,
+    }
     with open(params["meminfo"], encoding="utf-8") as handle:
         facts.update(parse_meminfo(handle.read()))
     smi = module.get_bin_path(params["nvidia_smi"])
@@ -275,7 +342,7 @@ def gather(module):
         rc, out, _err = module.run_command([ptxas, "--version"])
         facts["cuda_version"] = parse_cuda_release(out) if rc == 0 else None
     facts["vllm_version"] = vllm_version_in(params["release_dir"])
-    facts["release"] = describe_release(params["release_dir"])
+    facts["release"] = describe_release(params["release_dir"], params["release_packages"])
     facts["models"] = {path: describe_model(path) for path in params["model_dirs"]}
     refs = list(params["model_refs"]) + [{"id": model_id} for model_id in params["model_ids"]]
     staged = (resolve_model(ref, params["hf_home"], params["model_store"]) for ref in refs)
@@ -291,6 +358,7 @@ def main():
         argument_spec={
             "platform": {"type": "str", "choices": ["auto", "gb10", "cpu"], "default": "auto"},
             "release_dir": {"type": "path"},
+            "release_packages": {"type": "bool", "default": False},
             "hf_home": {"type": "path"},
             "model_store": {"type": "path"},
             "model_refs": {"type": "list", "elements": "dict", "default": []},

@@ -1,4 +1,4 @@
-"""sparkfleet plan | explain | catalog."""
+"""sparkfleet plan | explain | catalog | monitoring | release lock."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from .memory import GB10_REFERENCE_TOTAL_GIB
 from .models import GIB, HostFacts, Intent, ModelProfile, Platform, ServePlan
 from .monitoring import dashboard, rules_document, thresholds
 from .planner import DEFAULT_VLLM, plan
+from .recipes import InstallInputs
 from .report import render_explain, render_report
 from .versions import VllmVersion
 
@@ -168,6 +169,93 @@ def _monitoring(artifact: str, alerts: str) -> str:
     return json.dumps(dashboard(), indent=2) + "\n"
 
 
+def _add_release_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--platform", choices=[x.value for x in Platform], required=True)
+    p.add_argument("--vllm-version", default=DEFAULT_VLLM)
+    p.add_argument("--torch-version", help="default: what the vLLM release requires")
+    p.add_argument("--torchvision-version", help="default: what the vLLM release requires")
+    p.add_argument("--flashinfer-version", help="default: what the vLLM release requires")
+    p.add_argument("--ray-version", help="add Ray (multi-node serving)")
+    p.add_argument("--source", choices=["pypi", "git"], default="pypi")
+    p.add_argument("--git-repo", help="a vLLM fork (with --source git)")
+    p.add_argument("--git-ref", help="branch, tag or commit of --git-repo; locked to its commit sha")
+    p.add_argument("--index-url", action="append", help="an extra index (repeat); default: the platform's")
+    p.add_argument("--find-links", action="append", default=[], help="a local wheel directory (repeat)")
+    p.add_argument("--extra-package", action="append", help="an extra requirement resolved with vLLM (repeat)")
+    p.add_argument("--flashinfer-jit-cache-index", help="FlashInfer's index for its prebuilt JIT cache (optional)")
+    p.add_argument("--python-version", help="the target's Python (default: gb10 3.12, cpu 3.11)")
+    p.add_argument("--arch", help="the target's architecture (gb10 is aarch64; cpu default: this machine's)")
+    p.add_argument("--glibc", help="the target's glibc, e.g. 2.39 (default: gb10 DGX OS 2.39, cpu 2.28)")
+    p.add_argument("--json", action="store_true", help="print the whole lock as JSON")
+    p.add_argument("--output", help="write the lock (JSON, what vllm_install_lock_file takes) to this file")
+    p.add_argument("--wheelhouse", help="download every wheel of the lock into this directory")
+
+
+# The CLI spells the role's install variables as flags.
+_CLI_FLAGS = {
+    "vllm_install_vllm_source": "--source",
+    "vllm_install_vllm_git_repo": "--git-repo",
+    "vllm_install_vllm_git_ref": "--git-ref",
+    "vllm_install_flashinfer_index_url": "--flashinfer-jit-cache-index",
+    "vllm_install_index_urls": "--index-url",
+    "vllm_install_lock_find_links": "--find-links",
+    "vllm_install_extra_packages": "--extra-package",
+}
+
+
+def _release_inputs(args: argparse.Namespace) -> InstallInputs:
+    from .recipes import inputs_from
+
+    values = {
+        "platform": args.platform,
+        "uv_version": "0.0.0",
+        "python_version": args.python_version,
+        "vllm_source": args.source,
+        "vllm_version": args.vllm_version,
+        "vllm_git_repo": args.git_repo,
+        "vllm_git_ref": args.git_ref,
+        "torch_version": args.torch_version,
+        "torchvision_version": args.torchvision_version,
+        "flashinfer_version": args.flashinfer_version,
+        "ray_version": args.ray_version,
+        "flashinfer_index_url": args.flashinfer_jit_cache_index,
+        "index_urls": args.index_url,
+        "lock_find_links": args.find_links,
+        "extra_packages": args.extra_package,
+    }
+    try:
+        return inputs_from(values)
+    except PlanError as exc:
+        base = exc.variable.split("[")[0]
+        flag = _CLI_FLAGS.get(base, base.replace("vllm_install_", "--").replace("_", "-"))
+        raise PlanError(flag, exc.problem, exc.suggestions) from exc
+
+
+def _release_lock(args: argparse.Namespace) -> str:
+    from .recipes import packages_for
+    from .resolver import download_wheelhouse, lock_for, lock_json
+
+    platform = Platform(args.platform)
+    inputs = _release_inputs(args)
+    arch = args.arch or (None if platform is Platform.GB10 else os.uname().machine)
+    lock = lock_for(inputs, host_arch=arch, host_glibc=args.glibc, cache_dir=None, naming="cli")
+    text = lock_json(lock)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    if args.wheelhouse:
+        count = download_wheelhouse(lock, args.wheelhouse, packages_for(inputs).index_urls, tuple(args.find_links))
+        print(f"wheelhouse: {count} wheels in {args.wheelhouse}", file=sys.stderr)
+    if args.json:
+        return text
+    rows = [f"release {lock.release_id}  ({lock.platform.value}, {lock.target}, Python {lock.python})"]
+    rows += [f"  {name:<20} {value}" for name, value in lock.summary().items()]
+    rows.append(
+        f"  {len(lock.packages)} packages locked with hashes" + (f"; written to {args.output}" if args.output else "")
+    )
+    return "\n".join(rows) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sparkfleet", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -178,8 +266,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     mon = sub.add_parser("monitoring", help="print the Prometheus rules or the Grafana dashboard")
     mon.add_argument("artifact", choices=["rules", "dashboard"])
     mon.add_argument("--alerts", default="{}", help="alert thresholds as JSON (the role's monitoring_alerts)")
+    rel = sub.add_parser("release", help="releases: resolve and lock a vLLM release for a target")
+    _add_release_args(rel.add_subparsers(dest="release_command", required=True).add_parser("lock", help=__doc__))
     args = parser.parse_args(argv)
     try:
+        if args.command == "release":
+            print(_release_lock(args), end="")
+            return 0
         if args.command == "catalog":
             print(_catalog(args.json))
             return 0

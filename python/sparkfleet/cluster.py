@@ -179,10 +179,20 @@ class NodeFacts(Strict):
     """What the cluster preflight compares across nodes."""
 
     release_id: str | None = None
+    # The release lock's packages (name -> version): equal ids should mean equal sets; this proves it.
+    packages: dict[str, str] = Field(default_factory=dict)
     versions: dict[str, str] = Field(default_factory=dict)  # vllm, torch, ray, nccl
     models: dict[str, bool] = Field(default_factory=dict)  # model id -> staged and complete
     interface: bool = True
     peers: dict[str, bool] = Field(default_factory=dict)  # peer -> answers on the interface
+
+
+def package_differences(head: dict[str, str], node: dict[str, str], most: int = 8) -> str:
+    """The packages two locks disagree on, as 'name head-version != node-version' (the first few)."""
+    names = sorted(set(head) | set(node))
+    diffs = [f"{n} {head.get(n, 'absent')} != {node.get(n, 'absent')}" for n in names if head.get(n) != node.get(n)]
+    more = f" (+{len(diffs) - most} more)" if len(diffs) > most else ""
+    return ", ".join(diffs[:most]) + more
 
 
 def cluster_problems(head: str, nodes: dict[str, NodeFacts], interface: str) -> list[str]:
@@ -199,6 +209,9 @@ def cluster_problems(head: str, nodes: dict[str, NodeFacts], interface: str) -> 
             continue
         if node.release_id != reference.release_id:
             problems.append(f"{name} runs release {node.release_id or 'none'}, the head {head} runs {reference.release_id}")
+        if node.packages and reference.packages and node.packages != reference.packages:
+            differences = package_differences(reference.packages, node.packages)
+            problems.append(f"{name}'s release lock differs from the head {head}'s: {differences}")
         for key, value in sorted(reference.versions.items()):
             if node.versions.get(key) != value:
                 problems.append(f"{name} has {key} {node.versions.get(key) or 'none'}, the head {head} has {value}")

