@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from .catalog import get_profile, load_catalog
 from .cluster import NcclLibraries, NodeFacts, cluster_problems, interconnect, interconnect_env, nccl_choice
 from .doctor import Status, diagnose, render
-from .errors import PlanError
+from .errors import PlanError, from_validation
 from .hostplan import HostPlan, InstanceRequest, endpoint, plan_host
 from .localmodel import profile_from_config
 from .models import HostFacts, Intent, ModelProfile
@@ -42,52 +44,69 @@ _HOST_KEYS = (
 )
 
 
-def host_facts(facts: Any) -> HostFacts:
+def host_facts(facts: Any, label: str = "sparkfleet_facts") -> HostFacts:
     if not isinstance(facts, dict):
-        raise ValueError("host facts must be the spark_facts dictionary")
+        raise PlanError(label, "must be the spark_facts dictionary (run the sparkfleet role first)")
     facts = plain(facts)
-    return HostFacts.model_validate({key: facts[key] for key in _HOST_KEYS if facts.get(key) is not None})
+    try:
+        return HostFacts.model_validate({key: facts[key] for key in _HOST_KEYS if facts.get(key) is not None})
+    except ValidationError as exc:
+        raise from_validation(exc, label, ".") from exc
 
 
-def model_profile(model: Any) -> tuple[ModelProfile, str]:
+def model_profile(model: Any, label: str = "model") -> tuple[ModelProfile, str]:
     """A catalog id, or a staged model's facts ({id, path, config, weight_bytes}); returns (profile, what vLLM loads).
 
     A staged model whose id is in the catalog keeps the catalog's curated profile but is loaded from
     its staged path, so the instance never reaches for the hub.
     """
     model = plain(model)
-    if isinstance(model, str):
-        return get_profile(model), model
-    if not isinstance(model, dict) or "path" not in model:
-        raise ValueError("model must be a catalog id or a staged model's facts (id, path, config, weight_bytes)")
-    path = str(model["path"])
-    model_id = str(model.get("id") or path)
-    if model_id in load_catalog():
-        return get_profile(model_id), path
-    if not model.get("present", True) or "config" not in model:
-        raise ValueError(f"model {model_id}: no config.json at {path}; stage it first")
-    return profile_from_config(model_id, model["config"], int(model.get("weight_bytes", 0)), path), path
+    try:
+        if isinstance(model, str):
+            return get_profile(model), model
+        if not isinstance(model, dict) or "path" not in model:
+            raise PlanError(label, "must be a catalog id or a staged model's facts (id, path, config, weight_bytes)")
+        path = str(model["path"])
+        model_id = str(model.get("id") or path)
+        if model_id in load_catalog():
+            return get_profile(model_id), path
+        if not model.get("present", True) or not isinstance(model.get("config"), dict):
+            raise PlanError(label, f"{model_id}: no config.json at {path}; stage it first")
+        weight_bytes = model.get("weight_bytes", 0)
+        if isinstance(weight_bytes, bool) or not isinstance(weight_bytes, int) or weight_bytes < 0:
+            raise PlanError(f"{label}.weight_bytes", f"{weight_bytes!r} is not a byte count")
+        return profile_from_config(model_id, model["config"], weight_bytes, path), path
+    except PlanError as exc:
+        if exc.variable.startswith(label):
+            raise
+        inner = "" if exc.variable == "model" else f".{exc.variable}"
+        raise PlanError(f"{label}{inner}", exc.problem, exc.suggestions) from exc
+    except (ValidationError, ValueError, TypeError, KeyError) as exc:
+        raise PlanError(label, f"its config.json cannot be planned: {str(exc).splitlines()[0][:300]}") from exc
 
 
-def instance_request(item: Any) -> InstanceRequest:
+def instance_request(item: Any, label: str = "instance") -> InstanceRequest:
     if not isinstance(item, dict) or "name" not in item or "model" not in item:
-        raise ValueError("each instance needs a name and a model")
-    profile, ref = model_profile(item["model"])
-    return InstanceRequest(
-        name=item["name"], profile=profile, model_ref=ref, intent=Intent.model_validate(item.get("intent") or {})
-    )
+        raise PlanError(label, "each instance needs a name and a model")
+    profile, ref = model_profile(item["model"], f"{label}.model")
+    raw_intent = item.get("intent") or {}
+    if not isinstance(raw_intent, dict):
+        raise PlanError(f"{label}.intent", "must be a mapping such as {max_context: 65536, concurrency: 4}")
+    try:
+        intent = Intent.model_validate(raw_intent)
+    except ValidationError as exc:
+        raise from_validation(exc, f"{label}.intent", ".") from exc
+    try:
+        return InstanceRequest(name=item["name"], profile=profile, model_ref=ref, intent=intent)
+    except ValidationError as exc:
+        raise from_validation(exc, label, ".") from exc
 
 
 def host_plan(facts: Any, instances: Any, label: str = "instances") -> HostPlan:
     instances = plain(instances)
     if not isinstance(instances, list):
-        raise ValueError(f"{label} must be a list")
-    requests = []
-    for index, item in enumerate(instances):
-        try:
-            requests.append(instance_request(item))
-        except ValueError as exc:
-            raise ValueError(f"{label}[{index}]: {exc}") from exc
+        raise PlanError(label, "must be a list of instances")
+    requests = [instance_request(item, f"{label}[{index}]") for index, item in enumerate(instances)]
     return plan_host(host_facts(facts), requests, label)
 
 

@@ -61,13 +61,48 @@ def footprint_gib(served: ServePlan) -> float:
     return m.weights + m.runtime + m.activation + m.cudagraph + m.extra + m.drafter + m.kv + m.process_baseline
 
 
+# Ports the other sparkfleet services on a host listen on by default (the monitoring and ray_cluster
+# roles' defaults): an instance there would fail to start or take their place.
+RESERVED_PORTS = {
+    9090: "Prometheus's port (monitoring_prometheus_listen_address)",
+    9100: "node_exporter's port (monitoring_node_exporter_port)",
+    6379: "the Ray head's port (ray_cluster_port)",
+    8265: "Ray's dashboard port",
+    10001: "Ray's client port",
+}
+# The service runs as an unprivileged user with an empty capability set (sparkfleet.hardening).
+FIRST_UNPRIVILEGED_PORT = 1024
+
+
+def _free_port(start: int, taken: set[int]) -> int:
+    return next(p for p in range(max(start, 8000), 65536) if p not in taken and p not in RESERVED_PORTS)
+
+
+def _check_port(request: InstanceRequest, index: int, label: str, taken: set[int]) -> None:
+    port = request.intent.port
+    if port < FIRST_UNPRIVILEGED_PORT:
+        raise PlanError(
+            f"{label}[{index}].port",
+            f"{port} is a privileged port: {request.name} runs as the unprivileged service user with no capabilities",
+            (f"port {_free_port(8000, taken)} and a reverse proxy in front for 80 / 443",),
+        )
+    if port in RESERVED_PORTS:
+        raise PlanError(
+            f"{label}[{index}].port",
+            f"{port} is {RESERVED_PORTS[port]} on a sparkfleet host",
+            (f"port {_free_port(port + 1, taken)}",),
+        )
+
+
 def _overlaps(a: Intent, b: Intent) -> bool:
     return a.port == b.port and (a.host == b.host or a.host in WILDCARDS or b.host in WILDCARDS)
 
 
 def _check_names_and_ports(requests: list[InstanceRequest], label: str) -> None:
     seen: dict[str, int] = {}
+    taken = {r.intent.port for r in requests}
     for index, request in enumerate(requests):
+        _check_port(request, index, label, taken)
         if request.name in seen:
             raise PlanError(
                 f"{label}[{index}].name",
@@ -77,8 +112,7 @@ def _check_names_and_ports(requests: list[InstanceRequest], label: str) -> None:
         seen[request.name] = index
         for other_index, other in enumerate(requests[:index]):
             if _overlaps(request.intent, other.intent):
-                taken = {r.intent.port for r in requests}
-                free = next(port for port in range(request.intent.port + 1, 65536) if port not in taken)
+                free = _free_port(request.intent.port + 1, taken)
                 raise PlanError(
                     f"{label}[{index}].port",
                     f"{request.name} and {other.name} ({label}[{other_index}]) both listen on "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .errors import from_validation
 from .models import Platform, Strict
@@ -118,6 +118,17 @@ class InstallInputs(Strict):
         if self.vllm_source == "git" and not (self.vllm_git_repo and self.vllm_git_ref):
             raise ValueError("vllm_source git needs vllm_git_repo and vllm_git_ref (a pinned branch, tag or commit)")
         return self
+
+    @field_validator("flashinfer_index_url")
+    @classmethod
+    def _jit_cache_needs_flashinfer(cls, value: str | None, info: ValidationInfo) -> str | None:
+        platform = info.data.get("platform")
+        if value and platform is not None and platform is not Platform.GB10:
+            raise ValueError(
+                f"FlashInfer's JIT cache is a GB10 (CUDA) package and the {platform.value} release has no "
+                "FlashInfer: leave it empty"
+            )
+        return value
 
 
 class PlatformPackages(Strict):

@@ -457,7 +457,7 @@ def explain_resolution_failure(stderr: str, request: LockRequest, naming: Naming
             return PlanError(
                 names["flashinfer-jit-cache"],
                 f"{request.flashinfer_jit_cache_index} cannot be reached from the controller ({reason})",
-                (f"leave {names['flashinfer-jit-cache']} empty: FlashInfer then builds its kernels at first start",),
+                (f"an empty {names['flashinfer-jit-cache']} (FlashInfer then builds its kernels at first start)",),
             )
         return PlanError(
             names["*index"],

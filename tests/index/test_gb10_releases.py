@@ -65,7 +65,7 @@ def test_a_vllm_whose_pypi_torch_is_cpu_only_on_aarch64_is_refused_naming_the_fi
 
 def test_an_unreachable_jit_cache_index_is_an_option_with_a_clear_message() -> None:
     with pytest.raises(PlanError) as err:
-        gb10(flashinfer_index_url="https://flashinfer.ai/whl/cu130")
+        gb10(flashinfer_index_url="https://flashinfer.invalid/whl/cu130")
     assert err.value.variable == "vllm_install_flashinfer_index_url"
     assert "cannot be reached from the controller" in err.value.problem
 

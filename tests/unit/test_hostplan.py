@@ -69,7 +69,7 @@ def test_adapter_plans_a_staged_catalog_model_from_its_path() -> None:
 
 
 def test_adapter_refuses_an_unstaged_local_model() -> None:
-    with pytest.raises(ValueError, match=r"instances\[0\]: model local/x: no config.json"):
+    with pytest.raises(PlanError, match=r"instances\[0\].model: local/x: no config.json"):
         host_plan(
             cpu_host().model_dump(mode="json"), [{"name": "x", "model": {"id": "local/x", "path": "/m", "present": False}}]
         )

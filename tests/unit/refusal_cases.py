@@ -1,0 +1,108 @@
+"""What a careless user types, and the refusal each gets before any host changes.
+
+One table: test_refusals.py runs every case through the library entry point the preflight uses, and
+scripts/refusals_doc.py renders docs/refusals.md from the same cases with the messages they produce.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkfleet.adapters import host_plan
+from sparkfleet.hardening import check_clients
+from sparkfleet.monitoring import thresholds
+from sparkfleet.recipes import inputs_from
+
+GIB = 1024**3
+SPARK = {"platform": "gb10", "mem_total_bytes": int(121.69 * GIB), "vllm_version": "0.32.0", "unified_memory": True}
+QWEN = "nvidia/Qwen3.6-35B-A3B-NVFP4"
+INSTALL = {"platform": "gb10", "uv_version": "0.13.9", "vllm_version": "0.32.0"}
+PATCH = {"name": "fix.py", "kind": "overlay", "target": "vllm/x.py", "sha256": "a" * 64}
+
+
+def instance(**changes: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"name": "qwen", "model": QWEN, "intent": {"max_context": 32768, "concurrency": 4}}
+    intent = changes.pop("intent", {})
+    return {**base, **changes, "intent": {**base["intent"], **intent}}
+
+
+def serve(*items: Any, facts: Any = None) -> Callable[[], Any]:
+    return lambda: host_plan(SPARK if facts is None else facts, list(items), "vllm_serve_instances")
+
+
+def install(**changes: Any) -> Callable[[], Any]:
+    return lambda: inputs_from({**INSTALL, **changes})
+
+
+@dataclass(frozen=True)
+class Case:
+    what: str
+    run: Callable[[], Any]
+    variable: str
+    says: str = ""  # a part of the message the test insists on
+    setting: dict[str, Any] = field(default_factory=dict)
+
+
+# fmt: off
+CASES = [
+    Case("instance name with a slash", serve(instance(name="a/b")), "vllm_serve_instances[0].name", "lower-case letters"),
+    Case("instance name '..'", serve(instance(name="..")), "vllm_serve_instances[0].name"),
+    Case("instance name with a space", serve(instance(name="two words")), "vllm_serve_instances[0].name"),
+    Case("instance name with shell metacharacters", serve(instance(name="x;rm -rf /")), "vllm_serve_instances[0].name"),
+    Case("instance name in capitals", serve(instance(name="Qwen")), "vllm_serve_instances[0].name"),
+    Case("instance without a model", serve({"name": "qwen"}), "vllm_serve_instances[0]", "needs a name and a model"),
+    Case("instances as a mapping, not a list", lambda: host_plan(SPARK, {"qwen": instance()}, "vllm_serve_instances"), "vllm_serve_instances", "must be a list"),
+    Case("model neither in the catalog nor a directory", serve(instance(model="org/typo")), "vllm_serve_instances[0].model", "not in the catalog"),
+    Case("two instances with one name", serve(instance(), instance(intent={"port": 8001})), "vllm_serve_instances[1].name", "already the name"),
+    Case("two instances on one port", serve(instance(), instance(name="qwen2")), "vllm_serve_instances[1].port", "both listen on"),
+    Case("port 0", serve(instance(intent={"port": 0})), "vllm_serve_instances[0].intent.port"),
+    Case("port above 65535", serve(instance(intent={"port": 70000})), "vllm_serve_instances[0].intent.port"),
+    Case("privileged port 80", serve(instance(intent={"port": 80})), "vllm_serve_instances[0].port", "privileged port"),
+    Case("port of node_exporter", serve(instance(intent={"port": 9100})), "vllm_serve_instances[0].port", "node_exporter"),
+    Case("port of Prometheus", serve(instance(intent={"port": 9090})), "vllm_serve_instances[0].port", "Prometheus"),
+    Case("port of the Ray head", serve(instance(intent={"port": 6379})), "vllm_serve_instances[0].port", "Ray head"),
+    Case("gpu_memory_utilization 0", serve(instance(intent={"gpu_memory_utilization": 0})), "vllm_serve_instances[0].intent.gpu_memory_utilization"),
+    Case("gpu_memory_utilization above 1", serve(instance(intent={"gpu_memory_utilization": 1.5})), "vllm_serve_instances[0].intent.gpu_memory_utilization"),
+    Case("context 0", serve(instance(intent={"max_context": 0})), "vllm_serve_instances[0].intent.max_context"),
+    Case("concurrency 0", serve(instance(intent={"concurrency": 0})), "vllm_serve_instances[0].intent.concurrency"),
+    Case("nodes 0", serve(instance(intent={"nodes": 0})), "vllm_serve_instances[0].intent.nodes"),
+    Case("tensor parallel 0", serve(instance(intent={"tensor_parallel_size": 0})), "vllm_serve_instances[0].intent.tensor_parallel_size"),
+    Case("unknown profile", serve(instance(intent={"profile": "fast"})), "vllm_serve_instances[0].intent.profile"),
+    Case("unknown KV cache dtype", serve(instance(intent={"kv_cache_dtype": "int4"})), "vllm_serve_instances[0].intent.kv_cache_dtype"),
+    Case("unknown speculative method", serve(instance(intent={"speculative": "eagle9"})), "vllm_serve_instances[0].intent.speculative"),
+    Case("misspelt intent key", serve(instance(intent={"max_ctx": 65536})), "vllm_serve_instances[0].intent.max_ctx", "Extra inputs"),
+    Case("intent that is not a mapping", serve({**instance(), "intent": "65536"}), "vllm_serve_instances[0].intent", "must be a mapping"),
+    Case("every address without an API key", serve(instance(intent={"host": "0.0.0.0"})), "vllm_serve_instances[0] (qwen) intent.host", "without an API key"),
+    Case("host facts from an unknown platform", serve(instance(), facts={**SPARK, "platform": "tpu"}), "sparkfleet_facts.platform"),
+    Case("vLLM version 'latest'", install(vllm_version="latest"), "vllm_install_vllm_version", "not a version"),
+    Case("git ref that is an option", install(vllm_source="git", vllm_git_repo="https://x/v.git", vllm_git_ref="--upload-pack=x"), "vllm_install_vllm_git_ref"),
+    Case("git source without a ref", install(vllm_source="git"), "vllm_install_inputs", "needs vllm_git_repo and vllm_git_ref"),
+    Case("torch pin that is not a version", install(torch_version="cu130"), "vllm_install_torch_version"),
+    Case("index URL without a scheme", install(index_urls=["download.pytorch.org/whl/cu130"]), "vllm_install_index_urls"),
+    Case("extra package with a shell command", install(extra_packages=["transformers; rm -rf /"]), "vllm_install_extra_packages"),
+    Case("FlashInfer JIT-cache index on a cpu host", install(platform="cpu", flashinfer_index_url="https://flashinfer.ai/whl/cu130"), "vllm_install_flashinfer_index_url", "has no FlashInfer"),
+    Case("patch that climbs out of site-packages", install(patches=[{**PATCH, "target": "../../etc/passwd"}]), "vllm_install_patches[0].target", "inside"),
+    Case("patch with an absolute target", install(patches=[{**PATCH, "target": "/etc/passwd"}]), "vllm_install_patches[0].target"),
+    Case("Python version '3'", install(python_version="3"), "vllm_install_python_version"),
+    Case("misspelt alert threshold", lambda: thresholds({"kv_cache": 0.8}), "monitoring_alerts.kv_cache", "Extra inputs"),
+    Case("KV alert threshold above 1", lambda: thresholds({"kv_cache_usage": 1.5}), "monitoring_alerts.kv_cache_usage"),
+    Case("client network that is a name", lambda: check_clients(["office"], "vllm_serve_allowed_clients"), "vllm_serve_allowed_clients[0]"),
+]
+# fmt: on
+
+# Refused by the role's own checks in the same preflight (exercised by Molecule's refusal cases).
+ROLE_CASES = [
+    (
+        "API key with a newline, quote, space or backslash",
+        "vllm_serve_instances[N].api_key",
+        "must be 16 to 512 characters of letters, digits and . _ ~ + / = - (no newline, quote, space or backslash); the key is not shown",
+    ),
+    (
+        "model id that escapes the model store ('../etc')",
+        "model_stage_models[N]",
+        "needs an id such as org/name (letters, digits, '._-'), and either a hub revision or a src directory, not both",
+    ),
+]
+# fmt: on

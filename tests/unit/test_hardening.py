@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import pytest
+
+from sparkfleet.errors import PlanError
+from sparkfleet.hardening import NVIDIA_DEVICES, UnitKind, check_clients, ip_policy, sandbox
+from sparkfleet.models import Platform
+
+
+def as_dict(kind: UnitKind, platform: Platform = Platform.CPU, **kw: object) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for d in sandbox(kind, platform, **kw):  # type: ignore[arg-type]
+        assert d.reason, f"{d.name} has no reason"
+        out.setdefault(d.name, []).append(d.value)
+    return out
+
+
+@pytest.mark.parametrize("kind", list(UnitKind))
+def test_every_unit_drops_privileges_and_locks_the_file_system(kind: UnitKind) -> None:
+    d = as_dict(kind, writable=["/var/cache/sparkfleet"])
+    # Its only job is writing /proc/sys/vm/drop_caches.
+    tunables = "no" if kind is UnitKind.DROP_CACHES else "yes"
+    for name, value in {
+        "NoNewPrivileges": "yes",
+        "ProtectSystem": "strict",
+        "ProtectHome": "yes",
+        "PrivateTmp": "yes",
+        "ProtectKernelTunables": tunables,
+        "ProtectKernelModules": "yes",
+        "ProtectKernelLogs": "yes",
+        "ProtectControlGroups": "yes",
+        "RestrictSUIDSGID": "yes",
+        "LockPersonality": "yes",
+        "RestrictNamespaces": "yes",
+        "CapabilityBoundingSet": "",
+        "UMask": "0077",
+        "SystemCallArchitectures": "native",
+    }.items():
+        assert d[name] == [value], name
+    assert d["ReadWritePaths"] == ["-/var/cache/sparkfleet"]
+    assert "RestrictAddressFamilies" in d and "SystemCallFilter" in d
+
+
+def test_vllm_relaxes_only_what_its_jit_needs_and_says_so() -> None:
+    cpu = sandbox(UnitKind.VLLM, Platform.CPU)
+    mdwe = next(d for d in cpu if d.name == "MemoryDenyWriteExecute")
+    assert mdwe.value == "no" and mdwe.reason.startswith("relaxed:")
+    assert as_dict(UnitKind.WATCHDOG)["MemoryDenyWriteExecute"] == ["yes"]
+
+
+def test_gb10_closes_devices_but_the_gpus_nodes_and_cpu_has_none() -> None:
+    gb10 = as_dict(UnitKind.VLLM, Platform.GB10)
+    assert gb10["DevicePolicy"] == ["closed"] and "PrivateDevices" not in gb10
+    assert gb10["DeviceAllow"] == [f"{node} rw" for node in NVIDIA_DEVICES]
+    assert as_dict(UnitKind.VLLM)["PrivateDevices"] == ["yes"]
+
+
+def test_ip_filtering_follows_the_bind() -> None:
+    loopback = as_dict(UnitKind.VLLM, bind_host="127.0.0.1", allowed_clients=["10.0.0.0/24"])
+    assert loopback["IPAddressDeny"] == ["any"] and loopback["IPAddressAllow"] == ["localhost"]
+    lan = as_dict(UnitKind.VLLM, bind_host="0.0.0.0", allowed_clients=["10.0.0.0/24", "192.168.1.7"])
+    assert lan["IPAddressAllow"] == ["localhost 10.0.0.0/24 192.168.1.7"]
+    assert "IPAddressDeny" not in as_dict(UnitKind.VLLM, bind_host="0.0.0.0")
+    assert ip_policy("127.0.0.1", (), "10.89.0.0/24")[1].value == "localhost 10.89.0.0/24"
+    watchdog = as_dict(UnitKind.WATCHDOG, bind_host="10.0.0.11")
+    assert watchdog["IPAddressAllow"] == ["localhost 10.0.0.11"]
+
+
+def test_client_networks_are_checked_naming_the_variable() -> None:
+    assert check_clients(["10.0.0.0/24", "::1"], "vllm_serve_allowed_clients") == ("10.0.0.0/24", "::1")
+    with pytest.raises(PlanError) as err:
+        check_clients(["10.0.0.0/24", "office"], "vllm_serve_allowed_clients")
+    assert err.value.variable == "vllm_serve_allowed_clients[1]"
+
+
+def test_ray_talks_only_to_this_host_and_the_cluster_link() -> None:
+    d = as_dict(UnitKind.RAY, bind_host="192.168.100.1", link_subnet="192.168.100.0/24")
+    assert d["IPAddressDeny"] == ["any"]
+    assert d["IPAddressAllow"] == ["localhost 192.168.100.0/24"]
+    assert "IPAddressDeny" not in as_dict(UnitKind.RAY)
+
+
+def test_the_drop_caches_oneshot_has_no_network() -> None:
+    d = as_dict(UnitKind.DROP_CACHES)
+    assert d["PrivateNetwork"] == ["yes"] and d["IPAddressDeny"] == ["any"] and d["RestrictAddressFamilies"] == ["AF_UNIX"]
+    assert d["CapabilityBoundingSet"] == [""]
