@@ -84,3 +84,8 @@ def test_the_drop_caches_oneshot_has_no_network() -> None:
     d = as_dict(UnitKind.DROP_CACHES)
     assert d["PrivateNetwork"] == ["yes"] and d["IPAddressDeny"] == ["any"] and d["RestrictAddressFamilies"] == ["AF_UNIX"]
     assert d["CapabilityBoundingSet"] == [""]
+
+
+def test_a_multi_node_instance_also_admits_its_cluster_link() -> None:
+    public = ip_policy("0.0.0.0", ["192.168.1.0/24"], "10.89.0.0/24")
+    assert public[1].value == "localhost 192.168.1.0/24 10.89.0.0/24"
