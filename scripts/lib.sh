@@ -10,6 +10,22 @@ if [ -z "${SSL_CERT_FILE:-}" ] && [ -f /etc/ssl/certs/ca-certificates.crt ]; the
   export SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
 fi
 
+# An interpreter of Python X.Y: the machine image's pyenv versions (its shims answer only for the
+# active version), else one on PATH. uv does not look inside pyenv's directory itself.
+python_path() {
+  local found
+  found="$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$1".*/bin/python"$1" 2>/dev/null | sort -V | tail -1 || true)"
+  if [ -z "$found" ] && "python$1" -c '' 2>/dev/null; then found="$(command -v "python$1")"; fi
+  [ -n "$found" ] || { echo "Python $1 is needed (ansible-core's controller Python) and none was found" >&2; return 1; }
+  echo "$found"
+}
+
+# The development environment runs the newest supported ansible-core, which needs Python 3.12.
+if [ -z "${UV_PYTHON:-}" ]; then
+  UV_PYTHON="$(python_path 3.12)"
+  export UV_PYTHON
+fi
+
 ensure_uv() {
   command -v uv >/dev/null 2>&1 && return
   python3 -m pip install --quiet --user uv 2>/dev/null || python3 -m pip install --quiet uv

@@ -27,7 +27,7 @@ options:
     type: str
     required: true
 requirements:
-  - sparkfleet (the Python library, installed on the controller)
+  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
 """
 
 EXAMPLES = r"""
@@ -44,23 +44,11 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-
-try:
-    from sparkfleet.adapters import cluster_check as check_nodes
-
-    HAS_SPARKFLEET = True
-except ImportError:
-    HAS_SPARKFLEET = False
-
-INSTALL_HINT = (
-    "the sparkfleet library is not installed on the controller: "
-    "run 'uv sync' in the sparkfleet checkout or 'pip install sparkfleet' into the Python that runs ansible"
-)
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
 
 
 def cluster_check(nodes, head, interface):
-    if not HAS_SPARKFLEET:
-        raise AnsibleFilterError(INSTALL_HINT)
+    check_nodes = load("sparkfleet.adapters").cluster_check
     try:
         return check_nodes(nodes, head, interface)
     except ValueError as exc:

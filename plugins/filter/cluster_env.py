@@ -35,7 +35,7 @@ options:
     type: str
     required: true
 requirements:
-  - sparkfleet (the Python library, installed on the controller)
+  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
 """
 
 EXAMPLES = r"""
@@ -51,23 +51,11 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-
-try:
-    from sparkfleet.adapters import cluster_environment
-
-    HAS_SPARKFLEET = True
-except ImportError:
-    HAS_SPARKFLEET = False
-
-INSTALL_HINT = (
-    "the sparkfleet library is not installed on the controller: "
-    "run 'uv sync' in the sparkfleet checkout or 'pip install sparkfleet' into the Python that runs ansible"
-)
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
 
 
 def cluster_env(link, nccl_found, nccl_wanted, host):
-    if not HAS_SPARKFLEET:
-        raise AnsibleFilterError(INSTALL_HINT)
+    cluster_environment = load("sparkfleet.adapters").cluster_environment
     try:
         return cluster_environment(link, nccl_found, nccl_wanted, host)
     except ValueError as exc:

@@ -31,7 +31,7 @@ options:
     type: str
     default: instances
 requirements:
-  - sparkfleet (the Python library, installed on the controller)
+  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
 """
 
 EXAMPLES = r"""
@@ -50,23 +50,11 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-
-try:
-    from sparkfleet.adapters import host_plan as plan_all
-
-    HAS_SPARKFLEET = True
-except ImportError:
-    HAS_SPARKFLEET = False
-
-INSTALL_HINT = (
-    "the sparkfleet library is not installed on the controller: "
-    "run 'uv sync' in the sparkfleet checkout or 'pip install sparkfleet' into the Python that runs ansible"
-)
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
 
 
 def host_plan(facts, instances, label="instances"):
-    if not HAS_SPARKFLEET:
-        raise AnsibleFilterError(INSTALL_HINT)
+    plan_all = load("sparkfleet.adapters").host_plan
     try:
         return plan_all(facts, instances, label).model_dump(mode="json")
     except ValueError as exc:

@@ -29,7 +29,7 @@ options:
     type: dict
     required: true
 requirements:
-  - sparkfleet (the Python library, installed on the controller)
+  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
 """
 
 EXAMPLES = r"""
@@ -47,25 +47,14 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-
-try:
-    from sparkfleet.adapters import plain
-    from sparkfleet.recipes import inputs_from, recipe
-    from sparkfleet.release import Lock
-
-    HAS_SPARKFLEET = True
-except ImportError:
-    HAS_SPARKFLEET = False
-
-INSTALL_HINT = (
-    "the sparkfleet library is not installed on the controller: "
-    "run 'uv sync' in the sparkfleet checkout or 'pip install sparkfleet' into the Python that runs ansible"
-)
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
 
 
 def install_recipe(inputs, root, lock):
-    if not HAS_SPARKFLEET:
-        raise AnsibleFilterError(INSTALL_HINT)
+    plain = load("sparkfleet.adapters").plain
+    inputs_from = load("sparkfleet.recipes").inputs_from
+    recipe = load("sparkfleet.recipes").recipe
+    Lock = load("sparkfleet.release").Lock
     if not isinstance(inputs, dict):
         raise AnsibleFilterError("install_recipe: input must be a dict of install inputs")
     try:

@@ -31,7 +31,7 @@ options:
     type: int
     default: 9100
 requirements:
-  - sparkfleet (the Python library, installed on the controller)
+  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
 """
 
 EXAMPLES = r"""
@@ -49,23 +49,11 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-
-try:
-    from sparkfleet.adapters import fleet_targets
-
-    HAS_SPARKFLEET = True
-except ImportError:
-    HAS_SPARKFLEET = False
-
-INSTALL_HINT = (
-    "the sparkfleet library is not installed on the controller: "
-    "run 'uv sync' in the sparkfleet checkout or 'pip install sparkfleet' into the Python that runs ansible"
-)
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
 
 
 def scrape_targets(fleet, server, node_port=9100):
-    if not HAS_SPARKFLEET:
-        raise AnsibleFilterError(INSTALL_HINT)
+    fleet_targets = load("sparkfleet.adapters").fleet_targets
     try:
         return fleet_targets(fleet, server, node_port)
     except ValueError as exc:

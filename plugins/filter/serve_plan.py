@@ -33,7 +33,7 @@ options:
     type: dict
     default: {}
 requirements:
-  - sparkfleet (the Python library, installed on the controller)
+  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
 """
 
 EXAMPLES = r"""
@@ -49,25 +49,15 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-
-try:
-    from sparkfleet.adapters import host_facts, model_profile, plain
-    from sparkfleet.models import Intent
-    from sparkfleet.planner import plan
-
-    HAS_SPARKFLEET = True
-except ImportError:
-    HAS_SPARKFLEET = False
-
-INSTALL_HINT = (
-    "the sparkfleet library is not installed on the controller: "
-    "run 'uv sync' in the sparkfleet checkout or 'pip install sparkfleet' into the Python that runs ansible"
-)
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
 
 
 def serve_plan(facts, model, intent=None):
-    if not HAS_SPARKFLEET:
-        raise AnsibleFilterError(INSTALL_HINT)
+    host_facts = load("sparkfleet.adapters").host_facts
+    model_profile = load("sparkfleet.adapters").model_profile
+    plain = load("sparkfleet.adapters").plain
+    Intent = load("sparkfleet.models").Intent
+    plan = load("sparkfleet.planner").plan
     try:
         profile, ref = model_profile(model)
         result = plan(host_facts(facts), profile, Intent.model_validate(plain(intent or {})), model_ref=ref)

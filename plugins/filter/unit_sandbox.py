@@ -43,7 +43,7 @@ options:
     description: The cluster link subnet a multi-node member talks over.
     type: str
 requirements:
-  - sparkfleet (the Python library, installed on the controller)
+  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
 """
 
 EXAMPLES = r"""
@@ -60,26 +60,16 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-
-try:
-    from sparkfleet.adapters import plain
-    from sparkfleet.hardening import UnitKind, check_clients, sandbox
-    from sparkfleet.models import Platform
-
-    HAS_SPARKFLEET = True
-except ImportError:
-    HAS_SPARKFLEET = False
-
-INSTALL_HINT = (
-    "the sparkfleet library is not installed on the controller: "
-    "run 'uv sync' in the sparkfleet checkout or 'pip install sparkfleet' into the Python that runs ansible"
-)
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
 
 
 # A filter's arguments are positional in Jinja.
 def unit_sandbox(kind, platform, writable=None, bind_host="127.0.0.1", allowed_clients=None, link_subnet=None):  # noqa: PLR0917
-    if not HAS_SPARKFLEET:
-        raise AnsibleFilterError(INSTALL_HINT)
+    plain = load("sparkfleet.adapters").plain
+    UnitKind = load("sparkfleet.hardening").UnitKind
+    check_clients = load("sparkfleet.hardening").check_clients
+    sandbox = load("sparkfleet.hardening").sandbox
+    Platform = load("sparkfleet.models").Platform
     try:
         clients = check_clients(plain(allowed_clients or []), "vllm_serve_allowed_clients")
         directives = sandbox(

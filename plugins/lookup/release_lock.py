@@ -46,7 +46,7 @@ options:
     type: bool
     default: false
 requirements:
-  - sparkfleet (the Python library, with uv, installed on the controller)
+  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
 """
 
 EXAMPLES = r"""
@@ -68,26 +68,14 @@ from pathlib import Path
 
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
-
-try:
-    from sparkfleet.adapters import plain
-    from sparkfleet.recipes import inputs_from
-    from sparkfleet.resolver import lock_for
-
-    HAS_SPARKFLEET = True
-except ImportError:
-    HAS_SPARKFLEET = False
-
-INSTALL_HINT = (
-    "the sparkfleet library is not installed on the controller: "
-    "run 'uv sync' in the sparkfleet checkout or 'pip install sparkfleet' into the Python that runs ansible"
-)
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
 
 
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
-        if not HAS_SPARKFLEET:
-            raise AnsibleLookupError(INSTALL_HINT)
+        plain = load("sparkfleet.adapters").plain
+        inputs_from = load("sparkfleet.recipes").inputs_from
+        lock_for = load("sparkfleet.resolver").lock_for
         self.set_options(var_options=variables, direct=kwargs)
         if len(terms) != 1 or not isinstance(terms[0], dict):
             raise AnsibleLookupError("release_lock: one term, the dict of install inputs")

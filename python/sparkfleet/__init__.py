@@ -3,6 +3,6 @@
 from .errors import InfeasibleError, PlanError
 from .models import HostFacts, Intent, ModelProfile, ServePlan
 from .planner import plan
+from .version import __version__
 
-__all__ = ["HostFacts", "InfeasibleError", "Intent", "ModelProfile", "PlanError", "ServePlan", "plan"]
-__version__ = "0.1.0"
+__all__ = ["HostFacts", "InfeasibleError", "Intent", "ModelProfile", "PlanError", "ServePlan", "__version__", "plan"]

@@ -269,7 +269,10 @@ def instance_findings(obs: InstanceObservation, release: dict[str, Any] | None) 
         return out
     if release is not None:
         # A release records its local build tag (0.32.0+cpu); plans carry the public version.
-        same = str(release.get("vllm_version", "")).split("+")[0] == str(plan.get("vllm_version", "")).split("+")[0]
+        same = (
+            str(release.get("vllm_version", "")).split("+", maxsplit=1)[0]
+            == str(plan.get("vllm_version", "")).split("+", maxsplit=1)[0]
+        )
         out.append(
             Finding(
                 area=area,

@@ -20,6 +20,7 @@ from pydantic import Field
 
 from .errors import PlanError
 from .models import Platform, Strict
+from .version import __version__
 
 # GB10 is an Arm SoC; DGX OS 7 is Ubuntu 24.04 (glibc 2.39, Python 3.12): seed 000 §1.
 GB10_ARCH = "aarch64"
@@ -262,7 +263,9 @@ def parse_lock(text: str) -> dict[str, LockedPackage]:
 
 def canonical_lock(packages: Mapping[str, LockedPackage]) -> str:
     """The lock's identity: every package, version and hash, in name order (comments do not count)."""
-    return "\n".join(f"{p.name}=={p.version} {' '.join(sorted(p.hashes))}" for _, p in sorted(packages.items()))
+    return "\n".join(
+        f"{p.name}=={p.version} {' '.join(sorted(p.hashes))}" for p in sorted(packages.values(), key=lambda pkg: pkg.name)
+    )
 
 
 class CudaFinding(Strict):
@@ -346,6 +349,8 @@ class Lock(Strict):
     """A resolved release: what `sparkfleet release lock --json` prints and vllm_install_lock_file holds."""
 
     schema_version: int = LOCK_SCHEMA
+    # Which sparkfleet wrote it: a lock is data, but a different schema needs the matching library.
+    sparkfleet_version: str = __version__
     release_id: str
     platform: Platform
     target: str
@@ -412,6 +417,29 @@ def lock_release_id(lock: Lock, patch_hashes: Iterable[str] = ()) -> str:
     """The release id of a lock plus the release's patches (what the role names the directory)."""
     packages = parse_lock(lock.requirements)
     return release_id(lock.platform, lock.vllm_version, canonical_lock(packages), patch_hashes, lock.git_sha)
+
+
+def check_lock_schema(text: str, path: str, variable: str) -> None:
+    """A lock written by a sparkfleet with another lock schema names both versions and the fix."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise PlanError(variable, f"{path} is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise PlanError(variable, f"{path} is not a sparkfleet release lock (not a JSON object)")
+    found = data.get("schema_version")
+    if found == LOCK_SCHEMA:
+        return
+    writer = data.get("sparkfleet_version") or "a sparkfleet before 0.1.0"
+    raise PlanError(
+        variable,
+        f"{path} was written by sparkfleet {writer} (lock schema {found}); this collection's library is "
+        f"sparkfleet {__version__} (lock schema {LOCK_SCHEMA})",
+        (
+            f"'sparkfleet release lock ... --output {path}' with the sparkfleet CLI {__version__} "
+            "('pip install' of the installed collection's directory installs exactly that CLI)",
+        ),
+    )
 
 
 def check_lock_file(lock: Lock, request: LockRequest, naming: Naming = "role") -> None:

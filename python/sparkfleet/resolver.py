@@ -26,6 +26,7 @@ from .release import (
     Naming,
     build_lock,
     check_lock_file,
+    check_lock_schema,
     compile_argv,
     explain_resolution_failure,
     fork_requirement_lines,
@@ -164,9 +165,12 @@ def read_lock_file(path: str, request: LockRequest, naming: Naming = "role") -> 
     """A lock the user committed (`sparkfleet release lock --output`), checked against the host."""
     variable = PIN_VARIABLES[naming]["*lock"]
     try:
-        lock = Lock.model_validate_json(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise PlanError(variable, f"cannot read {path}: {exc.strerror}") from exc
+    check_lock_schema(text, path, variable)
+    try:
+        lock = Lock.model_validate_json(text)
     except ValueError as exc:
         raise PlanError(variable, f"{path} is not a sparkfleet release lock: {str(exc)[:300]}") from exc
     check_lock_file(lock, request, naming)

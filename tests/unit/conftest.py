@@ -10,8 +10,14 @@ from sparkfleet.models import GIB, HostFacts
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
-# The collection's plugins are imported by file path: the repo root is not laid out as
-# ansible_collections/sparkfleet/vllm.
+# The plugins import the collection's plugin_utils by its ansible_collections name: lay this checkout
+# out as ansible_collections/sparkfleet/vllm (a symlink under .cache), and import the plugins by file.
+_COLLECTIONS = ROOT / ".cache" / "pytest-collections"
+_LINK = _COLLECTIONS / "ansible_collections" / "sparkfleet" / "vllm"
+if not _LINK.is_symlink():
+    _LINK.parent.mkdir(parents=True, exist_ok=True)
+    _LINK.symlink_to(ROOT, target_is_directory=True)
+sys.path.insert(0, str(_COLLECTIONS))
 sys.path.insert(0, str(ROOT / "plugins" / "filter"))
 sys.path.insert(0, str(ROOT / "plugins" / "modules"))
 
