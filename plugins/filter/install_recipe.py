@@ -52,13 +52,14 @@ from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import loa
 
 def install_recipe(inputs, root, lock):
     plain = load("sparkfleet.adapters").plain
-    inputs_from = load("sparkfleet.recipes").inputs_from
-    recipe = load("sparkfleet.recipes").recipe
+    recipes = load("sparkfleet.recipes")
     Lock = load("sparkfleet.release").Lock
     if not isinstance(inputs, dict):
         raise AnsibleFilterError("install_recipe: input must be a dict of install inputs")
     try:
-        return recipe(inputs_from(plain(inputs)), Lock.model_validate(plain(lock)), str(root)).model_dump(mode="json")
+        return recipes.recipe(recipes.inputs_from(plain(inputs)), Lock.model_validate(plain(lock)), str(root)).model_dump(
+            mode="json"
+        )
     except ValueError as exc:
         raise AnsibleFilterError(f"install_recipe: {exc}") from exc
 

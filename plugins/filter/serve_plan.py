@@ -53,14 +53,13 @@ from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import loa
 
 
 def serve_plan(facts, model, intent=None):
-    host_facts = load("sparkfleet.adapters").host_facts
-    model_profile = load("sparkfleet.adapters").model_profile
-    plain = load("sparkfleet.adapters").plain
-    Intent = load("sparkfleet.models").Intent
+    adapters = load("sparkfleet.adapters")
+    intent_model = load("sparkfleet.models").Intent
     plan = load("sparkfleet.planner").plan
     try:
-        profile, ref = model_profile(model)
-        result = plan(host_facts(facts), profile, Intent.model_validate(plain(intent or {})), model_ref=ref)
+        profile, ref = adapters.model_profile(model)
+        wanted = intent_model.model_validate(adapters.plain(intent or {}))
+        result = plan(adapters.host_facts(facts), profile, wanted, model_ref=ref)
     except ValueError as exc:
         raise AnsibleFilterError(f"serve_plan: {exc}") from exc
     return result.model_dump(mode="json")

@@ -66,14 +66,12 @@ from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import loa
 # A filter's arguments are positional in Jinja.
 def unit_sandbox(kind, platform, writable=None, bind_host="127.0.0.1", allowed_clients=None, link_subnet=None):  # noqa: PLR0917
     plain = load("sparkfleet.adapters").plain
-    UnitKind = load("sparkfleet.hardening").UnitKind
-    check_clients = load("sparkfleet.hardening").check_clients
-    sandbox = load("sparkfleet.hardening").sandbox
+    hardening = load("sparkfleet.hardening")
     Platform = load("sparkfleet.models").Platform
     try:
-        clients = check_clients(plain(allowed_clients or []), "vllm_serve_allowed_clients")
-        directives = sandbox(
-            UnitKind(str(kind)),
+        clients = hardening.check_clients(plain(allowed_clients or []), "vllm_serve_allowed_clients")
+        directives = hardening.sandbox(
+            hardening.UnitKind(str(kind)),
             Platform(str(platform)),
             writable=[str(path) for path in plain(writable or [])],
             bind_host=str(bind_host),

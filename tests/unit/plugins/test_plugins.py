@@ -88,3 +88,19 @@ def test_monitoring_filters_render_and_refuse_with_the_variable_named() -> None:
     assert targets_filter.scrape_targets({"spark01": fleet["spark01"]}, "spark01")["vllm"][0]["targets"] == [
         "127.0.0.1:8000"
     ]
+
+
+def test_install_recipe_filter_matches_the_library_and_refuses_bad_inputs() -> None:
+    import install_recipe as recipe_filter
+    from test_recipes import GB10_LOCK_TEXT, lock_for_inputs
+
+    from sparkfleet.recipes import inputs_from, recipe
+
+    inputs = {"platform": "gb10", "vllm_version": "0.32.0", "uv_version": "0.13.9"}
+    lock = lock_for_inputs(inputs, GB10_LOCK_TEXT)
+    rendered = recipe_filter.install_recipe(inputs, "/opt/sparkfleet", lock.model_dump(mode="json"))
+    assert rendered == recipe(inputs_from(inputs), lock, "/opt/sparkfleet").model_dump(mode="json")
+    with pytest.raises(AnsibleFilterError, match="install_recipe: input must be a dict"):
+        recipe_filter.install_recipe(["not", "a", "dict"], "/opt/sparkfleet", lock.model_dump(mode="json"))
+    with pytest.raises(AnsibleFilterError, match="vllm_install_vllm_version"):
+        recipe_filter.install_recipe({**inputs, "vllm_version": "latest"}, "/opt/sparkfleet", lock.model_dump(mode="json"))
