@@ -106,7 +106,9 @@ spark_facts:
       description: Per staged directory, its config.json and the bytes of its weights.
       type: dict
     staged:
-      description: Per model id in I(model_refs), its resolved path, source (local or hub), config, weight bytes and completeness.
+      description:
+        - Per model id in I(model_refs), its resolved path, source (local or hub), config, weight bytes and completeness.
+        - A model staged from a directory also has the C(source_stamp) its manifest recorded.
       type: dict
     release:
       description:
@@ -118,6 +120,9 @@ spark_facts:
       type: str
     python_version:
       description: Major.minor of the Python that ran this module.
+      type: str
+    default_target:
+      description: The systemd target the host boots to (C(systemctl get-default)), on systemd hosts.
       type: str
 """
 
@@ -265,17 +270,27 @@ def hub_complete(repo, snapshot):
 MANIFEST = ".sparkfleet-staged.json"
 
 
-def local_complete(path):
-    """The manifest model_stage writes after copying lists every file with its size."""
+def file_matches(path, recorded):
+    """A file is as staged when its size (and, in newer manifests, its modification time) is unchanged."""
+    if not os.path.isfile(path):
+        return False
+    found = os.stat(path)
+    if isinstance(recorded, list):
+        size, mtime = recorded
+        return found.st_size == size and found.st_mtime == mtime
+    return found.st_size == recorded
+
+
+def local_staged(path):
+    """Whether every file of the manifest model_stage wrote is as it was staged, and the source stamp it recorded."""
     manifest = os.path.join(path, MANIFEST)
     if not os.path.isfile(manifest):
-        return False
+        return False, None
     with open(manifest, encoding="utf-8") as handle:
-        files = json.load(handle).get("files", {})
-    return bool(files) and all(
-        os.path.isfile(os.path.join(path, name)) and os.path.getsize(os.path.join(path, name)) == size
-        for name, size in files.items()
-    )
+        recorded = json.load(handle)
+    files = recorded.get("files", {})
+    complete = bool(files) and all(file_matches(os.path.join(path, name), value) for name, value in files.items())
+    return complete, recorded.get("source")
 
 
 def resolve_model(ref, hf_home, model_store):
@@ -286,7 +301,8 @@ def resolve_model(ref, hf_home, model_store):
         local = os.path.join(model_store, model_id)
         if os.path.isfile(os.path.join(local, "config.json")):
             found = describe_model(local)
-            found.update(id=model_id, source="local", complete=local_complete(local))
+            complete, source_stamp = local_staged(local)
+            found.update(id=model_id, source="local", complete=complete, source_stamp=source_stamp)
             return found
     if hf_home:
         repo, snapshot = hub_snapshot(hf_home, model_id, ref.get("revision"))
@@ -341,6 +357,10 @@ def gather(module):
         facts["ptxas_path"] = ptxas
         rc, out, _err = module.run_command([ptxas, "--version"])
         facts["cuda_version"] = parse_cuda_release(out) if rc == 0 else None
+    systemctl = module.get_bin_path("systemctl")
+    if systemctl and os.path.isdir("/run/systemd/system"):
+        rc, out, _err = module.run_command([systemctl, "get-default"])
+        facts["default_target"] = out.strip() if rc == 0 else None
     facts["vllm_version"] = vllm_version_in(params["release_dir"])
     facts["release"] = describe_release(params["release_dir"], params["release_packages"])
     facts["models"] = {path: describe_model(path) for path in params["model_dirs"]}

@@ -2,46 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-COLLECTIONS = Path(__file__).resolve().parents[3] / ".cache" / "pytest-collections"
+from adhoc import run_module as run_collection_module
 
 
 def run_module(paths: list[dict[str, str]], *extra: str) -> dict[str, object]:
-    env = dict(
-        os.environ,
-        ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
-        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-        ANSIBLE_PYTHON_INTERPRETER=sys.executable,
-    )
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible"),
-            "localhost",
-            "-c",
-            "local",
-            "-i",
-            "localhost,",
-            "-m",
-            "sparkfleet.vllm.directories",
-            "-a",
-            json.dumps({"paths": paths}),
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    # The checkout's ansible.cfg adds a roles-timing recap after the JSON document.
-    document, _ = json.JSONDecoder().raw_decode(done.stdout)
-    result: dict[str, object] = document["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    return result
+    return run_collection_module("directories", {"paths": paths}, *extra)
 
 
 def test_creates_fixes_and_then_changes_nothing(tmp_path: Path) -> None:

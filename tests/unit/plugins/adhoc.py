@@ -1,0 +1,45 @@
+"""Run one of the collection's modules through ansible itself, on this machine, and return its result."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+COLLECTIONS = Path(__file__).resolve().parents[3] / ".cache" / "pytest-collections"
+
+
+def run_module(module: str, args: dict[str, object], *extra: str) -> dict[str, object]:
+    env = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
+        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+        ANSIBLE_PYTHON_INTERPRETER=sys.executable,
+    )
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible"),
+            "localhost",
+            "-c",
+            "local",
+            "-i",
+            "localhost,",
+            "-m",
+            f"sparkfleet.vllm.{module}",
+            "-a",
+            json.dumps(args),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    # -v lines may come before the JSON document and the checkout's roles-timing recap after it.
+    start = done.stdout.find("{\n")
+    document, _ = json.JSONDecoder().raw_decode(done.stdout[max(start, 0) :])
+    result: dict[str, object] = document["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return result

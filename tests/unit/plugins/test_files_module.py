@@ -1,0 +1,92 @@
+"""The files module and its action run by ansible itself on this machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from adhoc import run_module
+
+
+def entry(path: Path, content: str, **extra: str) -> dict[str, str]:
+    return {"dest": str(path), "content": content, **extra}
+
+
+def test_writes_checks_diffs_and_then_changes_nothing(tmp_path: Path) -> None:
+    old = tmp_path / "old.conf"
+    old.write_text("a=1\n")
+    old.chmod(0o600)
+    wanted = [entry(old, "a=2\n", mode="0644"), entry(tmp_path / "new.conf", "b=1\n", mode="0640")]
+    checked = run_module("files", {"files": wanted}, "--check", "--diff")
+    assert checked["changed"] is True and checked["changed_files"] == [str(old), str(tmp_path / "new.conf")]
+    assert old.read_text() == "a=1\n" and not (tmp_path / "new.conf").exists()
+    diff = checked["diff"]
+    assert isinstance(diff, list)
+    assert diff[0] == {"before_header": str(old), "after_header": str(old), "before": "a=1\n", "after": "a=2\n"}
+    assert diff[1]["before"] == "" and diff[1]["after"] == "b=1\n"
+    written = run_module("files", {"files": wanted})
+    assert written["changed"] is True and "diff" not in written
+    assert old.read_text() == "a=2\n" and oct(old.stat().st_mode & 0o777) == "0o644"
+    assert oct((tmp_path / "new.conf").stat().st_mode & 0o777) == "0o640"
+    again = run_module("files", {"files": wanted}, "--diff")
+    assert again["changed"] is False and again["changed_files"] == [] and "diff" not in again
+    # Only a file whose attribute alone differs is reported, and its content is not rewritten.
+    old.chmod(0o600)
+    fixed = run_module("files", {"files": wanted})
+    assert fixed["changed_files"] == [str(old)]
+    assert fixed["files"] == [
+        {"dest": str(old), "changed": True, "content_changed": False},
+        {"dest": str(tmp_path / "new.conf"), "changed": False, "content_changed": False},
+    ]
+
+
+def test_unset_attributes_are_kept(tmp_path: Path) -> None:
+    kept = tmp_path / "kept"
+    kept.write_text("x")
+    kept.chmod(0o604)
+    assert run_module("files", {"files": [entry(kept, "y")]})["changed"] is True
+    assert kept.read_text() == "y" and oct(kept.stat().st_mode & 0o777) == "0o604"
+
+
+def test_a_refused_file_and_those_after_it_stay_as_they_were(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.write_text("good\n")
+    second.write_text("untouched\n")
+    result = run_module(
+        "files",
+        {"files": [entry(first, "bad\n", validate="grep -q good %s"), entry(second, "changed\n")]},
+    )
+    assert result.get("failed") is True and f"{first} was left as it was" in str(result["msg"])
+    assert first.read_text() == "good\n" and second.read_text() == "untouched\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["first", "second"]
+
+
+def test_parent_directory_is_created_only_when_asked(tmp_path: Path) -> None:
+    nested = tmp_path / "unit.d" / "90.conf"
+    refused = run_module("files", {"files": [entry(nested, "[Service]\n")]})
+    assert refused.get("failed") is True and "set parent_mode" in str(refused["msg"])
+    created = run_module("files", {"files": [entry(nested, "[Service]\n", parent_mode="0750")]})
+    assert created["changed"] is True and nested.read_text() == "[Service]\n"
+    assert oct(nested.parent.stat().st_mode & 0o777) == "0o750"
+
+
+def test_secret_files_are_written_but_never_shown(tmp_path: Path) -> None:
+    secret = tmp_path / "instance.env"
+    result = run_module(
+        "files", {"files": [entry(secret, "KEY=hunter2-secret\n", mode="0600", diff=False)]}, "--diff", "-vvv"
+    )
+    assert result["changed"] is True and "hunter2-secret" not in str(result)
+    assert secret.read_text() == "KEY=hunter2-secret\n" and oct(secret.stat().st_mode & 0o777) == "0o600"
+
+
+def test_bad_entries_fail_before_any_change(tmp_path: Path) -> None:
+    good = tmp_path / "good"
+    for files, message in [
+        ([entry(good, "x"), {"dest": "relative", "content": "x"}], "is not an absolute path"),
+        ([entry(good, "x"), entry(good, "y")], "is listed twice"),
+        ([entry(good, "x"), entry(tmp_path, "y")], "is a directory"),
+        ([{"dest": str(good), "content": 3}], "content must be text"),
+        ([], "a non-empty list"),
+    ]:
+        result = run_module("files", {"files": files})
+        assert result.get("failed") is True and message in str(result["msg"]), result
+        assert not good.exists()

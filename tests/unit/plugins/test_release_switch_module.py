@@ -1,0 +1,76 @@
+"""The release_switch module run by ansible itself on this machine: switch, previous, prune, refusals."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from adhoc import run_module
+
+
+def make_root(tmp_path: Path, names: list[str]) -> Path:
+    """Releases with increasing modification times, each with its build inputs."""
+    for age, name in enumerate(names):
+        release = tmp_path / "releases" / name
+        (tmp_path / "build" / name).mkdir(parents=True)
+        release.mkdir(parents=True)
+        os.utime(release, (1_700_000_000 + age, 1_700_000_000 + age))
+    return tmp_path
+
+
+def test_switch_keeps_previous_prunes_old_and_then_changes_nothing(tmp_path: Path) -> None:
+    root = make_root(tmp_path, ["r1", "r2", "r3", "r4"])
+    (root / "current").symlink_to(root / "releases" / "r1")
+    args = {"root": str(root), "release": str(root / "releases" / "r4"), "keep": 2}
+    checked = run_module("release_switch", args, "--check", "--diff")
+    assert checked["changed"] is True and checked["pruned"] == [str(root / "releases" / "r2"), str(root / "build" / "r2")]
+    assert os.readlink(root / "current") == str(root / "releases" / "r1") and (root / "releases" / "r2").is_dir()
+    done = run_module("release_switch", args)
+    assert done["current"] == str(root / "releases" / "r4") and done["previous"] == str(root / "releases" / "r1")
+    assert os.readlink(root / "current") == str(root / "releases" / "r4")
+    assert os.readlink(root / "previous") == str(root / "releases" / "r1")
+    # r1 is older than the two newest but is the rollback target; r2 goes with its build inputs.
+    assert sorted(path.name for path in (root / "releases").iterdir()) == ["r1", "r3", "r4"]
+    assert sorted(path.name for path in (root / "build").iterdir()) == ["r1", "r3", "r4"]
+    again = run_module("release_switch", args)
+    assert again["changed"] is False and again["pruned"] == []
+
+
+def test_a_rollback_swaps_current_and_previous_and_prunes_nothing(tmp_path: Path) -> None:
+    root = make_root(tmp_path, ["old", "new"])
+    (root / "current").symlink_to(root / "releases" / "new")
+    (root / "previous").symlink_to(root / "releases" / "old")
+    done = run_module("release_switch", {"root": str(root), "release": str(root / "releases" / "old")})
+    assert done["changed"] is True and done["pruned"] == []
+    assert os.readlink(root / "current") == str(root / "releases" / "old")
+    assert os.readlink(root / "previous") == str(root / "releases" / "new")
+
+
+def test_a_first_switch_has_no_previous(tmp_path: Path) -> None:
+    root = make_root(tmp_path, ["only"])
+    done = run_module("release_switch", {"root": str(root), "release": str(root / "releases" / "only"), "keep": 0})
+    assert done["changed"] is True and done["previous"] == "" and done["pruned"] == []
+    assert not (root / "previous").exists() and (root / "releases" / "only").is_dir()
+
+
+def test_refusals_change_nothing(tmp_path: Path) -> None:
+    root = make_root(tmp_path, ["r1"])
+    (root / "current").symlink_to(root / "releases" / "r1")
+    for args, message in [
+        ({"release": str(root / "releases" / "missing")}, "is not a release directory"),
+        ({"release": str(tmp_path)}, "is not a release directory"),
+        ({"release": str(root / "releases" / "r1"), "keep": -1}, "is negative"),
+    ]:
+        result = run_module("release_switch", {"root": str(root), **args})
+        assert result.get("failed") is True and message in str(result["msg"]), result
+        assert os.readlink(root / "current") == str(root / "releases" / "r1")
+
+
+def test_check_mode_accepts_a_release_the_run_would_build(tmp_path: Path) -> None:
+    root = make_root(tmp_path, ["r1"])
+    (root / "current").symlink_to(root / "releases" / "r1")
+    args = {"root": str(root), "release": str(root / "releases" / "unbuilt"), "keep": 0}
+    checked = run_module("release_switch", args, "--check", "--diff")
+    assert checked["changed"] is True and checked["pruned"] == [] and checked["previous"] == str(root / "releases" / "r1")
+    assert os.readlink(root / "current") == str(root / "releases" / "r1") and not (root / "previous").exists()
+    assert run_module("release_switch", args).get("failed") is True
