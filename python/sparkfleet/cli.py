@@ -96,6 +96,7 @@ def _intent(args: argparse.Namespace) -> Intent:
         pipeline_parallel_size=args.pp,
         nodes=args.nodes,
         allow_yarn=args.yarn,
+        allow_long_context=args.allow_long_context,
         gpu_memory_utilization=args.gpu_memory_utilization,
         max_num_batched_tokens=args.max_num_batched_tokens,
         host_reserve_gib=args.host_reserve_gib,
@@ -121,7 +122,12 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp", type=int, default=1, help="tensor parallel size")
     p.add_argument("--pp", type=int, default=1, help="pipeline parallel size")
     p.add_argument("--nodes", type=int, default=1)
-    p.add_argument("--yarn", action="store_true", help="allow a context above the native limit (YaRN)")
+    p.add_argument("--yarn", action="store_true", help="allow a context above the native limit (static YaRN)")
+    p.add_argument(
+        "--allow-long-context",
+        action="store_true",
+        help="allow a context above the config's limit that the publisher supports without a rope override",
+    )
     p.add_argument("--gpu-memory-utilization", type=float, help="predict what vLLM does at this utilization")
     p.add_argument("--max-num-batched-tokens", type=int)
     p.add_argument("--host-reserve-gib", type=float)

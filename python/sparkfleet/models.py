@@ -147,6 +147,9 @@ class ModelProfile(Strict):
     kv_fp8_supported: bool = True
     kv_fp8_recommended: bool = False
     yarn_hf_overrides: str | None = None
+    # How far the publisher supports the model past native_max_context (config max_position_embeddings)
+    # with no rope override: vLLM only needs VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to accept it.
+    long_context_max: Annotated[int, Field(gt=0)] | None = None
     tensor_parallel_max: int | None = None
     speculative: SpeculativeSupport = SpeculativeSupport()
     min_vllm: str = "0.17.0"
@@ -168,6 +171,8 @@ class ModelProfile(Strict):
             needed.add("sliding_window")
         if self.extra_overhead_gib:
             needed.add("extra_overhead_gib")
+        if self.long_context_max:
+            needed.add("long_context_max")
         missing = sorted(needed - self.sources.keys())
         if missing:
             raise ValueError(f"profile {self.id}: no source for {', '.join(missing)}")
@@ -176,6 +181,11 @@ class ModelProfile(Strict):
             raise ValueError(f"profile {self.id}: a model needs at least one attention layer")
         if self.sliding_attention_layers and not self.sliding_window:
             raise ValueError(f"profile {self.id}: sliding layers need sliding_window")
+        if self.long_context_max is not None and self.long_context_max <= self.native_max_context:
+            raise ValueError(
+                f"profile {self.id}: long_context_max {self.long_context_max} must exceed native_max_context "
+                f"{self.native_max_context}"
+            )
         return self
 
     @field_validator("min_vllm")
@@ -235,6 +245,7 @@ class Intent(Strict):
     pipeline_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
     nodes: Annotated[int, Field(ge=1, le=64)] = 1
     allow_yarn: bool = False
+    allow_long_context: bool = False
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
     max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = None
     host_reserve_gib: Annotated[float, Field(ge=0)] | None = None

@@ -62,6 +62,7 @@ class _Resolved:
     enforce_eager: bool
     prefix_caching: bool
     yarn: bool
+    long_context: bool
     shards: int
 
 
@@ -184,14 +185,7 @@ def _resolve(host: HostFacts, profile: ModelProfile, intent: Intent) -> _Resolve
     _check_speculative(profile, intent, version)
 
     context = intent.max_context or min(profile.native_max_context, DEFAULT_CONTEXT)
-    yarn = context > profile.native_max_context
-    if yarn and not (intent.allow_yarn and profile.yarn_hf_overrides):
-        hint = ("allow_yarn true",) if profile.yarn_hf_overrides else ()
-        raise PlanError(
-            "intent.max_context",
-            f"{context} exceeds {profile.id}'s native {profile.native_max_context} tokens and needs YaRN",
-            (f"max_context {profile.native_max_context}", *hint),
-        )
+    long_context, yarn = _past_native(profile, intent, context)
     spec_tokens = _speculative_tokens(profile, intent)
     batched = intent.max_num_batched_tokens or BATCHED_TOKENS[intent.profile]
     eager = intent.profile is ServeProfile.MEMORY_SAVER
@@ -208,7 +202,40 @@ def _resolve(host: HostFacts, profile: ModelProfile, intent: Intent) -> _Resolve
         enforce_eager=eager,
         prefix_caching=intent.speculative is not SpeculativeMethod.DFLASH,
         yarn=yarn,
+        long_context=long_context,
         shards=shards,
+    )
+
+
+def _past_native(profile: ModelProfile, intent: Intent, context: int) -> tuple[bool, bool]:
+    """(publisher-supported long context, static YaRN) for a context past the config's limit; else a refusal
+    that names both ways and why the one asked for does not apply."""
+    native = profile.native_max_context
+    if context <= native:
+        return False, False
+    supported = profile.long_context_max
+    if intent.allow_long_context and supported and context <= supported:
+        return True, False
+    if intent.allow_yarn and profile.yarn_hf_overrides:
+        return False, True
+    why: list[str] = []
+    if intent.allow_long_context:
+        why.append(
+            f"its publisher supports up to {supported} tokens without a rope override"
+            if supported
+            else "its publisher states no support past it without a rope override"
+        )
+    if intent.allow_yarn:
+        why.append("its profile has no YaRN override (yarn_hf_overrides)")
+    hints = [f"max_context {native}"]
+    if supported:
+        hints.append(f"allow_long_context true with max_context up to {supported} (publisher-supported, no rope override)")
+    if profile.yarn_hf_overrides:
+        hints.append("allow_yarn true (static YaRN; can dent short-prompt quality)")
+    raise PlanError(
+        "intent.max_context",
+        f"{context} exceeds {profile.id}'s configured {native} tokens" + (f": {'; '.join(why)}" if why else ""),
+        tuple(hints),
     )
 
 
@@ -339,6 +366,11 @@ def _warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolv
         )
     if r.yarn:
         out.append("static YaRN stretches the model past its training and can dent short-prompt quality")
+    if (r.yarn or r.long_context) and host.platform is Platform.GB10:
+        out.append(
+            f"a prompt near {r.max_model_len} tokens takes minutes to prefill on GB10 (273 GB/s): "
+            f"it fits, it is not fast ({SEED_GUIDE} §8)"
+        )
     if host.mem_available_bytes is not None and host.mem_available_bytes < required:
         out.append(
             f"host MemAvailable is {host.mem_available_bytes / GIB:.1f} GiB; vLLM needs "
@@ -379,6 +411,7 @@ def plan(host: HostFacts, profile: ModelProfile, intent: Intent, model_ref: str 
         kv_cache_memory_bytes=None if predicted else kv_bytes,
         gpu_memory_utilization=budget.utilization,
         yarn=r.yarn,
+        long_context=r.long_context,
     )
     entries = rules.apply(settings)
     argv = ["vllm", "serve", settings.model_ref]

@@ -53,6 +53,7 @@ class Settings:
     kv_cache_memory_bytes: int | None
     gpu_memory_utilization: float
     yarn: bool
+    long_context: bool
 
 
 def arg(name: str, *values: str | int | float, reason: str, source: str) -> Entry:
@@ -377,6 +378,18 @@ def speculative(s: Settings) -> list[Entry]:
 
 
 def long_context(s: Settings) -> list[Entry]:
+    if s.long_context:
+        return [
+            env(
+                "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+                "1",
+                reason=(
+                    f"the publisher supports {s.profile.long_context_max} tokens, past the config's "
+                    f"{s.profile.native_max_context}; no rope override"
+                ),
+                source=s.profile.sources["long_context_max"],
+            )
+        ]
     if not s.yarn:
         return []
     assert s.profile.yarn_hf_overrides is not None

@@ -18,6 +18,7 @@ from sparkfleet.recipes import inputs_from
 GIB = 1024**3
 SPARK = {"platform": "gb10", "mem_total_bytes": int(121.69 * GIB), "vllm_version": "0.32.0", "unified_memory": True}
 QWEN = "nvidia/Qwen3.6-35B-A3B-NVFP4"
+NANO = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"
 INSTALL = {"platform": "gb10", "uv_version": "0.13.9", "vllm_version": "0.32.0"}
 PATCH = {"name": "fix.py", "kind": "overlay", "target": "vllm/x.py", "sha256": "a" * 64}
 
@@ -66,6 +67,9 @@ CASES = [
     Case("gpu_memory_utilization 0", serve(instance(intent={"gpu_memory_utilization": 0})), "vllm_serve_instances[0].intent.gpu_memory_utilization"),
     Case("gpu_memory_utilization above 1", serve(instance(intent={"gpu_memory_utilization": 1.5})), "vllm_serve_instances[0].intent.gpu_memory_utilization"),
     Case("context 0", serve(instance(intent={"max_context": 0})), "vllm_serve_instances[0].intent.max_context"),
+    Case("context past the config's limit, no opt-in", serve(instance(model=NANO, intent={"max_context": 1048576, "concurrency": 1})), "vllm_serve_instances[0] (qwen) intent.max_context", "allow_long_context true"),
+    Case("YaRN for a model without a YaRN override", serve(instance(model=NANO, intent={"max_context": 1048576, "concurrency": 1, "allow_yarn": True})), "vllm_serve_instances[0] (qwen) intent.max_context", "no YaRN override"),
+    Case("long context past what the publisher supports", serve(instance(model=NANO, intent={"max_context": 2097152, "concurrency": 1, "allow_long_context": True})), "vllm_serve_instances[0] (qwen) intent.max_context", "supports up to 1048576"),
     Case("concurrency 0", serve(instance(intent={"concurrency": 0})), "vllm_serve_instances[0].intent.concurrency"),
     Case("nodes 0", serve(instance(intent={"nodes": 0})), "vllm_serve_instances[0].intent.nodes"),
     Case("tensor parallel 0", serve(instance(intent={"tensor_parallel_size": 0})), "vllm_serve_instances[0].intent.tensor_parallel_size"),

@@ -17,7 +17,7 @@ from sparkfleet.recipes import inputs_from
 INTENT_KEYS = [
     "max_context", "concurrency", "profile", "kv_cache_dtype", "speculative", "num_speculative_tokens", "served_name",
     "host", "port", "api_key", "tensor_parallel_size", "nodes", "gpu_memory_utilization", "max_num_batched_tokens",
-    "host_reserve_gib", "allow_yarn", "bogus",
+    "host_reserve_gib", "allow_yarn", "allow_long_context", "bogus",
 ]  # fmt: skip
 FACT_KEYS = ["platform", "mem_total_bytes", "mem_available_bytes", "vllm_version", "unified_memory", "arch", "gpu_name"]
 INSTALL_KEYS = [
@@ -102,6 +102,7 @@ near_intent = st.fixed_dictionaries(
         "speculative": st.sampled_from(["none", "mtp", "dflash", "ngram", "eagle9"]), "api_key": st.booleans(),
         "profile": st.sampled_from(["interactive", "throughput", "memory-saver", "fast"]),
         "kv_cache_dtype": st.sampled_from(["auto", "fp8", "bf16", "int4"]), "allow_yarn": st.booleans(),
+        "allow_long_context": st.booleans(),
     },
 )  # fmt: skip
 near_instances = st.lists(

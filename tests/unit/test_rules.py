@@ -125,6 +125,34 @@ def test_context_above_native_needs_yarn_opt_in() -> None:
     assert "--hf-overrides" in result.argv
 
 
+def test_publisher_supported_long_context_needs_no_rope_override() -> None:
+    million = Intent(max_context=1_048_576, concurrency=1, allow_long_context=True)
+    result = plan(spark(), get_profile(NANO), million)
+    assert result.env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
+    assert "--hf-overrides" not in result.argv
+    assert result.argv[result.argv.index("--max-model-len") + 1] == "1048576"
+    reason = next(r for r in result.reasons if r.item.startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN"))
+    assert "seed 002" in reason.source and "1048576" in reason.reason
+    assert any("prefill" in warning for warning in result.warnings)
+    # The opt-in does not stretch a model past what its publisher supports, and YaRN needs an override.
+    with pytest.raises(PlanError, match="supports up to 1048576") as past:
+        plan(spark(), get_profile(NANO), million.model_copy(update={"max_context": 2_097_152}))
+    assert past.value.variable == "intent.max_context"
+    with pytest.raises(PlanError, match="no YaRN override"):
+        plan(spark(), get_profile(NANO), million.model_copy(update={"allow_long_context": False, "allow_yarn": True}))
+
+
+def test_the_context_refusal_names_every_way_the_profile_allows() -> None:
+    with pytest.raises(PlanError) as nano:
+        argv_of(NANO, max_context=1_048_576, concurrency=1)
+    assert any("allow_long_context true" in hint for hint in nano.value.suggestions)
+    assert not any("allow_yarn" in hint for hint in nano.value.suggestions)
+    with pytest.raises(PlanError) as qwen:
+        argv_of(QWEN, max_context=1_000_000, concurrency=1, allow_long_context=True)
+    assert "states no support past it" in str(qwen.value)
+    assert any("allow_yarn true" in hint for hint in qwen.value.suggestions)
+
+
 def test_public_bind_without_key_is_refused_and_key_never_in_argv() -> None:
     with pytest.raises(PlanError, match="intent.host"):
         argv_of(NANO, host="0.0.0.0")
