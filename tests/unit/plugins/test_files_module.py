@@ -90,3 +90,27 @@ def test_bad_entries_fail_before_any_change(tmp_path: Path) -> None:
         result = run_module("files", {"files": files})
         assert result.get("failed") is True and message in str(result["msg"]), result
         assert not good.exists()
+
+
+def test_the_action_turns_target_syslog_off_and_builds_diffs_here() -> None:
+    """Whole files are module arguments: the action must keep them out of the host's journal."""
+    from unittest.mock import MagicMock
+
+    from ansible_collections.sparkfleet.vllm.plugins.action.files import ActionModule
+
+    task = MagicMock(args={"files": [{"dest": "/etc/x.conf", "content": "new\n"}]}, async_val=0, check_mode=False)
+    action = ActionModule(task, MagicMock(), MagicMock(), loader=None, templar=None, shared_loader_obj=None)
+    seen: dict[str, object] = {}
+
+    def execute_module(module_name: str, module_args: dict[str, object], task_vars: dict[str, object]) -> dict[str, object]:
+        seen.update(module_name=module_name, task_vars=task_vars)
+        return {"changed": True, "files": [{"dest": "/etc/x.conf", "changed": True, "before": "old\n"}]}
+
+    action._execute_module = execute_module  # type: ignore[method-assign]
+    result = action.run(task_vars={"inventory_hostname": "h"})
+    assert seen["module_name"] == "sparkfleet.vllm.files"
+    assert seen["task_vars"] == {"inventory_hostname": "h", "ansible_no_target_syslog": True}
+    assert result["diff"] == [
+        {"before_header": "/etc/x.conf", "after_header": "/etc/x.conf", "before": "old\n", "after": "new\n"}
+    ]
+    assert "before" not in result["files"][0]
