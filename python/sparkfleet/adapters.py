@@ -41,6 +41,7 @@ _HOST_KEYS = (
     "mem_available_bytes",
     "unified_memory",
     "vllm_version",
+    "vllm_capabilities",
 )
 
 

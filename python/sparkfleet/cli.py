@@ -21,7 +21,7 @@ from .monitoring import dashboard, rules_document, thresholds
 from .planner import DEFAULT_VLLM, plan
 from .recipes import InstallInputs
 from .report import render_explain, render_report
-from .versions import VllmVersion
+from .versions import CAPABILITIES, VllmVersion
 
 
 def _local_platform() -> Platform:
@@ -75,6 +75,7 @@ def _host(args: argparse.Namespace) -> tuple[HostFacts, str | None]:
         mem_available_bytes=available,
         unified_memory=platform is Platform.GB10,
         vllm_version=args.vllm_version,
+        vllm_capabilities=tuple(args.capability),
     )
     return host, note
 
@@ -107,6 +108,13 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="catalog id (see 'sparkfleet catalog') or a local model directory")
     p.add_argument("--platform", choices=[x.value for x in Platform], default=Platform.GB10.value)
     p.add_argument("--vllm-version", default=DEFAULT_VLLM)
+    p.add_argument(
+        "--capability",
+        action="append",
+        default=[],
+        choices=sorted(CAPABILITIES),
+        help="a capability the release (a fork) carries beyond --vllm-version; repeatable",
+    )
     p.add_argument("--memory-gib", type=float, help="total memory (default: this host's MemTotal)")
     p.add_argument("--context", type=int, help="max tokens per request (default: min(native, 65536))")
     p.add_argument("--concurrency", type=int, default=4)
@@ -178,6 +186,13 @@ def _monitoring(artifact: str, alerts: str) -> str:
 def _add_release_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--platform", choices=[x.value for x in Platform], required=True)
     p.add_argument("--vllm-version", default=DEFAULT_VLLM)
+    p.add_argument(
+        "--capability",
+        action="append",
+        default=[],
+        choices=sorted(CAPABILITIES),
+        help="a capability the release (a fork) carries beyond --vllm-version; repeatable",
+    )
     p.add_argument("--torch-version", help="default: what the vLLM release requires")
     p.add_argument("--torchvision-version", help="default: what the vLLM release requires")
     p.add_argument("--flashinfer-version", help="default: what the vLLM release requires")

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .versions import VllmVersion
+from .versions import CAPABILITIES, VllmVersion
 
 GIB = 1024**3
 
@@ -30,6 +30,14 @@ class Platform(str, Enum):
     CPU = "cpu"
 
 
+def known_capabilities(value: tuple[str, ...]) -> tuple[str, ...]:
+    unknown = sorted(set(value) - CAPABILITIES.keys())
+    if unknown:
+        known = ", ".join(sorted(CAPABILITIES))
+        raise ValueError(f"{', '.join(unknown)}: not a capability sparkfleet plans for (known: {known})")
+    return value
+
+
 class HostFacts(Strict):
     platform: Platform
     arch: str = "aarch64"
@@ -42,6 +50,13 @@ class HostFacts(Strict):
     mem_available_bytes: Annotated[int, Field(ge=0)] | None = None
     unified_memory: bool = True
     vllm_version: str | None = None
+    # Capabilities the release declares beyond its base version (a fork); versions.CAPABILITIES.
+    vllm_capabilities: tuple[str, ...] = ()
+
+    @field_validator("vllm_capabilities")
+    @classmethod
+    def _known_capabilities(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return known_capabilities(value)
 
     @property
     def mem_total_gib(self) -> float:
@@ -153,6 +168,9 @@ class ModelProfile(Strict):
     tensor_parallel_max: int | None = None
     speculative: SpeculativeSupport = SpeculativeSupport()
     min_vllm: str = "0.17.0"
+    # When min_vllm stands only for capabilities (DFlash arrived in 0.21): a fork release below it
+    # that declares them all can serve the model.
+    min_vllm_capabilities: tuple[str, ...] = ()
     env: tuple[ProfileEnv, ...] = ()
     extra_args: tuple[ProfileArg, ...] = ()
     patches: tuple[Patch, ...] = ()
@@ -193,6 +211,11 @@ class ModelProfile(Strict):
     def _min_vllm_is_a_version(cls, value: str) -> str:
         VllmVersion.parse(value)
         return value
+
+    @field_validator("min_vllm_capabilities")
+    @classmethod
+    def _known_min_capabilities(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return known_capabilities(value)
 
     @property
     def min_version(self) -> VllmVersion:

@@ -32,6 +32,7 @@ from .versions import (
     SUPPORTED_MIN,
     EnvState,
     VllmVersion,
+    capability_origin,
     cudagraph_capture_ceiling,
     cudagraph_memory_in_budget,
     env_state,
@@ -136,7 +137,7 @@ def _capture_sizes(max_num_seqs: int, spec_tokens: int, batched: int, version: V
     return tuple(sizes)
 
 
-def _check_speculative(profile: ModelProfile, intent: Intent, version: VllmVersion) -> None:
+def _check_speculative(profile: ModelProfile, intent: Intent, version: VllmVersion, capabilities: tuple[str, ...]) -> None:
     method = intent.speculative
     if method is SpeculativeMethod.MTP and not profile.speculative.mtp:
         raise PlanError(
@@ -151,21 +152,27 @@ def _check_speculative(profile: ModelProfile, intent: Intent, version: VllmVersi
                 f"no DFlash drafter is known for {profile.id}",
                 ("speculative ngram", "speculative none"),
             )
-        if version < VllmVersion.parse(FIRST_DFLASH):
+        if capability_origin("dflash", version, capabilities) is None:
             raise PlanError(
                 "intent.speculative",
-                f"DFlash needs vLLM >= {FIRST_DFLASH}, target is {version}",
-                (f"vllm_version {FIRST_DFLASH} or newer",),
+                f"DFlash needs vLLM >= {FIRST_DFLASH} or a release that declares the dflash capability; "
+                f"target is {version}, declaring {', '.join(capabilities) or 'none'}",
+                (f"vllm_version {FIRST_DFLASH} or newer", "a fork release that declares dflash"),
             )
 
 
 def _resolve(host: HostFacts, profile: ModelProfile, intent: Intent) -> _Resolved:
     version = _version(host)
-    if version < profile.min_version:
+    declared = set(host.vllm_capabilities)
+    carried = profile.min_vllm_capabilities and declared.issuperset(profile.min_vllm_capabilities)
+    if version < profile.min_version and not carried:
+        fork = f"a fork release that declares {', '.join(profile.min_vllm_capabilities)}"
         raise PlanError(
             "vllm_version",
-            f"{profile.id} needs vLLM >= {profile.min_vllm}, target is {version}",
-            (f"vllm_version {profile.min_vllm} or newer",),
+            f"{profile.id} needs vLLM >= {profile.min_vllm}"
+            + (f" (for {', '.join(profile.min_vllm_capabilities)})" if profile.min_vllm_capabilities else "")
+            + f", target is {version}",
+            (f"vllm_version {profile.min_vllm} or newer", *((fork,) if profile.min_vllm_capabilities else ())),
         )
     shards = intent.tensor_parallel_size * intent.pipeline_parallel_size
     if intent.nodes > 1 and shards != intent.nodes:
@@ -182,7 +189,7 @@ def _resolve(host: HostFacts, profile: ModelProfile, intent: Intent) -> _Resolve
             f"{profile.id} supports tensor parallel up to {profile.tensor_parallel_max}",
             ("pipeline_parallel_size instead",),
         )
-    _check_speculative(profile, intent, version)
+    _check_speculative(profile, intent, version, host.vllm_capabilities)
 
     context = intent.max_context or min(profile.native_max_context, DEFAULT_CONTEXT)
     long_context, yarn = _past_native(profile, intent, context)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .models import CheckpointFormat, HostFacts, Intent, ModelProfile, Platform, SpeculativeMethod
 from .sources import SEED_GUIDE, SEED_MISTRAL, SEED_NANO, SEED_SM121, SEED_VLLM_BLOG, vllm
-from .versions import EnvState, VllmVersion, env_state, has_flag
+from .versions import EnvState, VllmVersion, capability_origin, env_state, has_flag
 
 DEFAULT_PTXAS = "/usr/local/cuda/bin/ptxas"
 
@@ -357,6 +357,7 @@ def speculative(s: Settings) -> list[Entry]:
         config["model"] = s.profile.speculative.mtp_draft_model
     elif method is SpeculativeMethod.DFLASH:
         config["model"] = s.profile.speculative.dflash_drafter
+        source += f"; capability dflash: {capability_origin('dflash', s.version, s.host.vllm_capabilities)}"
         out.append(
             env(
                 "VLLM_USE_DEEP_GEMM",

@@ -118,6 +118,19 @@ ENV_VARS: dict[str, EnvHistory] = {
 # DFlash speculative decoding first shipped in 0.21.0 (seed 002 §14.5, vLLM PR #41880).
 FIRST_DFLASH = "0.21.0"
 
+# What a release built from a fork may declare it carries ahead of its base version (the DFlash fork
+# of seed 002 §14.5 ran it on 0.19): each with the upstream release that first carries it.
+CAPABILITIES: dict[str, str] = {"dflash": FIRST_DFLASH}
+
+
+def capability_origin(name: str, version: VllmVersion, declared: tuple[str, ...]) -> str | None:
+    """Where the target gets a capability from, or None when it does not have it."""
+    if version >= VllmVersion.parse(CAPABILITIES[name]):
+        return f"upstream vLLM since {CAPABILITIES[name]}"
+    if name in declared:
+        return f"declared by the release (vLLM {version} fork)"
+    return None
+
 
 def has_flag(version: VllmVersion, flag: str) -> bool:
     history = FLAGS[flag]

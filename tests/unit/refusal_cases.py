@@ -80,6 +80,7 @@ CASES = [
     Case("intent that is not a mapping", serve({**instance(), "intent": "65536"}), "vllm_serve_instances[0].intent", "must be a mapping"),
     Case("every address without an API key", serve(instance(intent={"host": "0.0.0.0"})), "vllm_serve_instances[0] (qwen) intent.host", "without an API key"),
     Case("host facts from an unknown platform", serve(instance(), facts={**SPARK, "platform": "tpu"}), "sparkfleet_facts.platform"),
+    Case("a capability sparkfleet does not know", serve(instance(), facts={**SPARK, "vllm_capabilities": ["eagle9"]}), "sparkfleet_facts.vllm_capabilities", "not a capability"),
     Case("vLLM version 'latest'", install(vllm_version="latest"), "vllm_install_vllm_version", "not a version"),
     Case("git ref that is an option", install(vllm_source="git", vllm_git_repo="https://x/v.git", vllm_git_ref="--upload-pack=x"), "vllm_install_vllm_git_ref"),
     Case("git source without a ref", install(vllm_source="git"), "vllm_install_inputs", "needs vllm_git_repo and vllm_git_ref"),

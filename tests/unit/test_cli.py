@@ -80,3 +80,14 @@ def test_bad_input_names_the_variable(capsys: pytest.CaptureFixture[str]) -> Non
     assert "model" in capsys.readouterr().err
     assert main(["plan", "openai/gpt-oss-120b", "--host", "0.0.0.0", "--memory-gib", "121.69"]) == 2
     assert "intent.host" in capsys.readouterr().err
+
+
+def test_plan_for_a_fork_with_capabilities_and_long_context(capsys: pytest.CaptureFixture[str]) -> None:
+    aeon = ["plan", "AEON-7/DFlash-Qwen3.5-27B-Uncensored-NVFP4", "--memory-gib", "121.69", "--concurrency", "1"]
+    assert main([*aeon, "--vllm-version", "0.19.0", "--speculative", "dflash"]) == 2
+    assert "a fork release that declares dflash" in capsys.readouterr().err
+    assert main([*aeon, "--vllm-version", "0.19.0", "--speculative", "dflash", "--capability", "dflash", "--json"]) == 0
+    assert '"method":"dflash"' in " ".join(json.loads(capsys.readouterr().out)["argv"])
+    nano = ["plan", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", "--memory-gib", "121.69", "--concurrency", "1"]
+    assert main([*nano, "--context", "1048576", "--allow-long-context", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["env"]["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"

@@ -9,7 +9,7 @@ from conftest import cpu_host, spark
 
 from sparkfleet.catalog import get_profile, load_catalog
 from sparkfleet.errors import PlanError
-from sparkfleet.models import Intent
+from sparkfleet.models import HostFacts, Intent
 from sparkfleet.planner import plan
 from sparkfleet.versions import VllmVersion
 
@@ -123,6 +123,28 @@ def test_context_above_native_needs_yarn_opt_in() -> None:
     result = plan(spark(), get_profile(QWEN), Intent(max_context=1_000_000, concurrency=1, allow_yarn=True))
     assert result.env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
     assert "--hf-overrides" in result.argv
+
+
+def test_a_fork_that_declares_dflash_plans_it_below_021_and_says_so() -> None:
+    aeon = get_profile("AEON-7/DFlash-Qwen3.5-27B-Uncensored-NVFP4")
+    intent = Intent(speculative="dflash", max_context=32768, concurrency=1)
+    with pytest.raises(PlanError, match=r"needs vLLM >= 0.21.0 \(for dflash\)") as upstream:
+        plan(spark("0.19.0"), aeon, intent)
+    assert "a fork release that declares dflash" in upstream.value.suggestions
+    fork = spark("0.19.0").model_copy(update={"vllm_capabilities": ("dflash",)})
+    result = plan(fork, aeon, intent)
+    reason = next(r for r in result.reasons if r.item.startswith("--speculative-config"))
+    assert "capability dflash: declared by the release (vLLM 0.19.0 fork)" in reason.source
+    upstream_reason = next(
+        r for r in plan(spark("0.21.0"), aeon, intent).reasons if r.item.startswith("--speculative-config")
+    )
+    assert "capability dflash: upstream vLLM since 0.21.0" in upstream_reason.source
+    # A capability stands in for a version only where the rule asks for that capability.
+    with pytest.raises(PlanError, match="DFlash needs vLLM >= 0.21.0 or a release that declares"):
+        plan(spark("0.20.0"), get_profile("nvidia/Gemma-4-31B-IT-NVFP4"), intent)
+    assert plan(fork.model_copy(update={"vllm_version": "0.20.0"}), get_profile("nvidia/Gemma-4-31B-IT-NVFP4"), intent)
+    with pytest.raises(ValueError, match="eagle9: not a capability"):
+        HostFacts.model_validate({**fork.model_dump(), "vllm_capabilities": ["eagle9"]})
 
 
 def test_publisher_supported_long_context_needs_no_rope_override() -> None:
