@@ -65,6 +65,8 @@ def main() -> int:
             extra["mtp"] = Intent(speculative="mtp", max_context=16384, concurrency=2)
         if profile.speculative.dflash_drafter:
             extra["dflash"] = Intent(speculative="dflash", max_context=16384, concurrency=2)
+        if profile.long_context_max:
+            extra["long-context"] = Intent(max_context=profile.long_context_max, concurrency=1, allow_long_context=True)
         for name, intent in {**INTENTS, **extra}.items():
             try:
                 check(plan(gb10, profile, intent).argv)
