@@ -112,7 +112,7 @@ spark_facts:
       type: dict
     release:
       description:
-        - The release I(release_dir) points to (path, id, vllm_version, the lock's cuda), when it exists;
+        - The release I(release_dir) points to (path, id, vllm_version, the lock's cuda, declared capabilities), when it exists;
           with I(release_packages) also C(lock_packages) and C(installed_packages) (name to version).
       type: dict
     glibc:
@@ -124,6 +124,10 @@ spark_facts:
     default_target:
       description: The systemd target the host boots to (C(systemctl get-default)), on systemd hosts.
       type: str
+    vllm_capabilities:
+      description: What the current release declared it carries beyond its vLLM version (a fork's C(vllm_install_capabilities)).
+      type: list
+      elements: str
 """
 
 import glob
@@ -212,12 +216,16 @@ def installed_packages(release_dir):
     return found
 
 
-def read_lock(release_dir):
+def read_json(path):
     try:
-        with open(os.path.join(release_dir, ".sparkfleet-lock.json"), encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle:
             return json.load(handle)
     except (OSError, ValueError):
         return None
+
+
+def read_lock(release_dir):
+    return read_json(os.path.join(release_dir, ".sparkfleet-lock.json"))
 
 
 def host_glibc():
@@ -320,6 +328,8 @@ def describe_release(release_dir, with_packages=False):
     lock = read_lock(real)
     if lock is not None:
         found.update(locked=True, cuda=lock.get("cuda"), source=lock.get("source"), vllm_package=lock.get("vllm_package"))
+    # What a fork release declared it carries beyond its version (vllm_install_capabilities).
+    found["capabilities"] = (read_json(os.path.join(real, ".sparkfleet-release.json")) or {}).get("capabilities") or []
     if with_packages:
         found["lock_packages"] = (lock or {}).get("packages")
         found["installed_packages"] = installed_packages(real)
@@ -363,6 +373,7 @@ def gather(module):
         facts["default_target"] = out.strip() if rc == 0 else None
     facts["vllm_version"] = vllm_version_in(params["release_dir"])
     facts["release"] = describe_release(params["release_dir"], params["release_packages"])
+    facts["vllm_capabilities"] = (facts["release"] or {}).get("capabilities")
     facts["models"] = {path: describe_model(path) for path in params["model_dirs"]}
     refs = list(params["model_refs"]) + [{"id": model_id} for model_id in params["model_ids"]]
     staged = (resolve_model(ref, params["hf_home"], params["model_store"]) for ref in refs)

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .errors import from_validation
-from .models import Platform, Strict
+from .models import Platform, Strict, known_capabilities
 from .release import GB10_CUDA_SOURCE, Lock, LockRequest, Target, lock_release_id, target_for
 
 _VERSION = re.compile(r"^\d+(\.\d+){1,3}([.+-]?[A-Za-z0-9.]+)*$")
@@ -74,6 +74,8 @@ class InstallInputs(Strict):
     extra_packages: tuple[str, ...] | None = None
     excludes: tuple[str, ...] | None = None
     patches: tuple[ReleasePatch, ...] = ()
+    # What a fork (or a patched release) carries beyond vllm_version, e.g. dflash on a 0.19 fork.
+    capabilities: tuple[str, ...] = ()
     cuda_home: str = "/usr/local/cuda"
 
     @field_validator("uv_version", "vllm_version")
@@ -118,6 +120,17 @@ class InstallInputs(Strict):
         if self.vllm_source == "git" and not (self.vllm_git_repo and self.vllm_git_ref):
             raise ValueError("vllm_source git needs vllm_git_repo and vllm_git_ref (a pinned branch, tag or commit)")
         return self
+
+    @field_validator("capabilities")
+    @classmethod
+    def _capabilities_of_a_fork(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        known_capabilities(value)
+        if value and info.data.get("vllm_source") != "git" and not info.data.get("patches"):
+            raise ValueError(
+                f"a release from the package index is exactly vLLM {info.data.get('vllm_version')}; declare "
+                f"{', '.join(value)} only for a fork (vllm_source git) or a patched release"
+            )
+        return value
 
     @field_validator("flashinfer_index_url")
     @classmethod
@@ -167,6 +180,7 @@ class Recipe(Strict):
     release_dir: str
     inputs_dir: str
     vllm_version: str
+    capabilities: list[str]
     excludes: list[str]
     lock: Lock
     lock_summary: dict[str, str | None]
@@ -232,7 +246,7 @@ def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
 
     Files the steps read (the lock, patches, the alias script) are put in <root>/build/<id>/ first.
     """
-    rid = lock_release_id(lock, [p.sha256 for p in inputs.patches])
+    rid = lock_release_id(lock, [p.sha256 for p in inputs.patches], capabilities=inputs.capabilities)
     release = f"{root}/releases/{rid}"
     inputs_dir = f"{root}/build/{rid}"
     python = f"{release}/bin/python"
@@ -345,6 +359,7 @@ def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
         release_id=rid,
         release_dir=release,
         inputs_dir=inputs_dir,
+        capabilities=sorted(set(inputs.capabilities)),
         excludes=list(pkgs.excludes),
         vllm_version=lock.vllm_version,
         lock=lock,

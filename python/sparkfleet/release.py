@@ -379,10 +379,20 @@ class Lock(Strict):
 
 
 def release_id(
-    platform: Platform, vllm_version: str, packages_id: str, patch_hashes: Iterable[str] = (), git_sha: str | None = None
+    platform: Platform,
+    vllm_version: str,
+    packages_id: str,
+    patch_hashes: Iterable[str] = (),
+    git_sha: str | None = None,
+    *,
+    capabilities: Iterable[str] = (),
 ) -> str:
-    """platform-vllmversion-hash(locked packages, patches, git sha): equal ids, equal package sets."""
-    blob = json.dumps({"lock": packages_id, "patches": sorted(patch_hashes), "git_sha": git_sha}, sort_keys=True)
+    """platform-vllmversion-hash(locked packages, patches, git sha[, declared capabilities]): equal ids, equal
+    releases. Capabilities enter the hash only when declared, so releases without them keep their ids."""
+    fields: dict[str, object] = {"lock": packages_id, "patches": sorted(patch_hashes), "git_sha": git_sha}
+    if declared := sorted(set(capabilities)):
+        fields["capabilities"] = declared
+    blob = json.dumps(fields, sort_keys=True)
     return f"{platform.value}-{vllm_version}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 
@@ -413,10 +423,11 @@ def build_lock(request: LockRequest, text: str, naming: Naming = "role") -> Lock
     )
 
 
-def lock_release_id(lock: Lock, patch_hashes: Iterable[str] = ()) -> str:
-    """The release id of a lock plus the release's patches (what the role names the directory)."""
+def lock_release_id(lock: Lock, patch_hashes: Iterable[str] = (), *, capabilities: Iterable[str] = ()) -> str:
+    """The release id of a lock plus the release's patches and declared capabilities (the directory's name)."""
     packages = parse_lock(lock.requirements)
-    return release_id(lock.platform, lock.vllm_version, canonical_lock(packages), patch_hashes, lock.git_sha)
+    packages_id = canonical_lock(packages)
+    return release_id(lock.platform, lock.vllm_version, packages_id, patch_hashes, lock.git_sha, capabilities=capabilities)
 
 
 def check_lock_schema(text: str, path: str, variable: str) -> None:

@@ -84,6 +84,7 @@ CASES = [
     Case("vLLM version 'latest'", install(vllm_version="latest"), "vllm_install_vllm_version", "not a version"),
     Case("git ref that is an option", install(vllm_source="git", vllm_git_repo="https://x/v.git", vllm_git_ref="--upload-pack=x"), "vllm_install_vllm_git_ref"),
     Case("git source without a ref", install(vllm_source="git"), "vllm_install_inputs", "needs vllm_git_repo and vllm_git_ref"),
+    Case("capabilities declared for a release from PyPI", install(capabilities=["dflash"]), "vllm_install_capabilities", "only for a fork"),
     Case("torch pin that is not a version", install(torch_version="cu130"), "vllm_install_torch_version"),
     Case("index URL without a scheme", install(index_urls=["download.pytorch.org/whl/cu130"]), "vllm_install_index_urls"),
     Case("extra package with a shell command", install(extra_packages=["transformers; rm -rf /"]), "vllm_install_extra_packages"),

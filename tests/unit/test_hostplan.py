@@ -68,6 +68,17 @@ def test_adapter_plans_a_staged_catalog_model_from_its_path() -> None:
     assert served.argv[2] == staged["path"] and served.model == staged["path"]
 
 
+def test_adapter_plans_dflash_on_a_fork_whose_facts_declare_it() -> None:
+    """What vllm_serve hands the filter: spark_facts plus the release's version and declared capabilities."""
+    facts = spark("0.19.0").model_dump(mode="json")
+    instance = {"name": "aeon", "model": "AEON-7/DFlash-Qwen3.5-27B-Uncensored-NVFP4"}
+    instance["intent"] = {"speculative": "dflash", "max_context": 32768, "concurrency": 1}
+    with pytest.raises(PlanError, match="a fork release that declares dflash"):
+        host_plan(facts, [instance])
+    served = host_plan(facts | {"vllm_capabilities": ["dflash"]}, [instance]).instances["aeon"]
+    assert any("declared by the release" in reason.source for reason in served.reasons)
+
+
 def test_adapter_refuses_an_unstaged_local_model() -> None:
     with pytest.raises(PlanError, match=r"instances\[0\].model: local/x: no config.json"):
         host_plan(

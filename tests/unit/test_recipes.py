@@ -105,6 +105,23 @@ def test_release_id_follows_the_lock_and_patch_content_only() -> None:
     assert len({base, with_patch, changed}) == 3
 
 
+def test_declared_capabilities_are_part_of_a_fork_release_and_refused_for_pypi() -> None:
+    fork = {**GB10, "vllm_source": "git", "vllm_git_repo": "https://github.com/example/vllm.git", "vllm_git_ref": "dflash"}
+    lock = lock_for_inputs(fork, GB10_LOCK_TEXT, git_sha="d" * 40)
+    plain = recipe(inputs_from(fork), lock, "/opt/sparkfleet")
+    declared = recipe(inputs_from({**fork, "capabilities": ["dflash"]}), lock, "/opt/sparkfleet")
+    assert plain.capabilities == [] and declared.capabilities == ["dflash"]
+    assert declared.release_id != plain.release_id and declared.release_id.startswith("gb10-0.32.0-")
+    # Releases that declare nothing keep the ids they had before capabilities existed.
+    assert gb10_recipe().release_id == gb10_recipe(capabilities=[]).release_id
+    with pytest.raises(PlanError, match="vllm_install_capabilities") as pypi:
+        inputs_from({**GB10, "capabilities": ["dflash"]})
+    assert "only for a fork" in str(pypi.value)
+    with pytest.raises(PlanError, match="eagle9: not a capability"):
+        inputs_from({**fork, "capabilities": ["eagle9"]})
+    assert recipe(inputs_from({**GB10, "patches": [PATCH], "capabilities": ["dflash"]}), lock, "/x").capabilities
+
+
 def test_patches_are_applied_inside_site_packages() -> None:
     r = gb10_recipe(patches=[PATCH, {**PATCH, "name": "fix.diff", "kind": "patch", "target": "."}])
     overlay, diff = r.steps[-2].argv, r.steps[-1].argv

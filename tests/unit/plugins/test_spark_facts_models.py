@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import spark_facts
@@ -69,5 +70,30 @@ def test_release_is_reported_through_the_current_link(tmp_path: Path) -> None:
         "path": str(release),
         "id": "cpu-0.32.0-abc",
         "vllm_version": "0.32.0+cpu",
+        "capabilities": [],
     }
     assert spark_facts.describe_release(str(tmp_path / "missing")) is None
+    # A fork release's manifest records what it declared it carries beyond its version.
+    (release / ".sparkfleet-release.json").write_text(
+        json.dumps({"release_id": "cpu-0.32.0-abc", "capabilities": ["dflash"]})
+    )
+    assert spark_facts.describe_release(str(tmp_path / "current"))["capabilities"] == ["dflash"]
+
+
+def test_a_staged_model_is_as_staged_while_sizes_and_times_match(tmp_path: Path) -> None:
+    model = tmp_path / "store" / "m"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    weights = model / "model.safetensors"
+    weights.write_bytes(b"\0" * 10)
+    recorded = {
+        "config.json": [2, (model / "config.json").stat().st_mtime],
+        "model.safetensors": [10, weights.stat().st_mtime],
+    }
+    (model / spark_facts.MANIFEST).write_text(json.dumps({"source": "sha256:abc", "files": recorded}))
+    found = spark_facts.resolve_model({"id": "m"}, None, str(tmp_path / "store"))
+    assert found["complete"] and found["source_stamp"] == "sha256:abc"
+    # Rewritten in place with the same size: the time moved, so the model is no longer as staged.
+    weights.write_bytes(b"\1" * 10)
+    os.utime(weights, (1, 1))
+    assert not spark_facts.resolve_model({"id": "m"}, None, str(tmp_path / "store"))["complete"]
