@@ -11,7 +11,7 @@ from .cluster import NcclLibraries, NodeFacts, cluster_problems, interconnect, i
 from .doctor import Status, diagnose, render
 from .errors import PlanError, from_validation
 from .hostplan import HostPlan, InstanceRequest, endpoint, plan_host
-from .localmodel import profile_from_config
+from .modelconfig import profile_from_config
 from .models import HostFacts, Intent, ModelProfile
 from .monitoring import ScrapedHost, dashboard, plan_metrics, queries, rules_document, scrape_targets, thresholds
 

@@ -80,6 +80,13 @@ class CheckpointFormat(str, Enum):
         return self in {CheckpointFormat.MODELOPT_NVFP4, CheckpointFormat.CT_NVFP4, CheckpointFormat.MXFP4}
 
 
+class AttentionShape(Strict):
+    """KV heads and head size of one kind of attention layer."""
+
+    kv_heads: Annotated[int, Field(gt=0)]
+    head_dim: Annotated[int, Field(gt=0)]
+
+
 class MlaShape(Strict):
     kv_lora_rank: Annotated[int, Field(gt=0)]
     qk_rope_head_dim: Annotated[int, Field(gt=0)]
@@ -147,6 +154,8 @@ class ModelProfile(Strict):
     sliding_window: Annotated[int, Field(gt=0)] | None = None
     kv_heads: Annotated[int, Field(gt=0)]
     head_dim: Annotated[int, Field(gt=0)]
+    # Full-attention layers with a shape of their own (Gemma-4's global layers); else kv_heads x head_dim.
+    full_attention_shape: AttentionShape | None = None
     mla: MlaShape | None = None
     state_layers: StateLayers | None = None
     native_max_context: Annotated[int, Field(gt=0)]
@@ -183,6 +192,8 @@ class ModelProfile(Strict):
         needed = {"weights_gib", "num_layers", "kv_heads", "head_dim", "native_max_context", "hidden_size"}
         if self.mla:
             needed.add("mla")
+        if self.full_attention_shape:
+            needed.add("full_attention_shape")
         if self.state_layers:
             needed.add("state_layers")
         if self.sliding_window:

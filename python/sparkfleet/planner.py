@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from . import memory as mem
 from . import rules
 from .errors import InfeasibleError, PlanError
-from .kvcache import KvGeometry, geometry
+from .kvcache import KvGeometry, base_block_size, geometry
 from .models import (
     GIB,
     HostFacts,
@@ -246,7 +246,7 @@ def _past_native(profile: ModelProfile, intent: Intent, context: int) -> tuple[b
     )
 
 
-def _geometry(profile: ModelProfile, intent: Intent, r: _Resolved) -> KvGeometry:
+def _geometry(profile: ModelProfile, intent: Intent, r: _Resolved, platform: Platform) -> KvGeometry:
     mtp_layers = profile.speculative.mtp_layers if intent.speculative is SpeculativeMethod.MTP else 0
     return geometry(
         profile,
@@ -256,6 +256,7 @@ def _geometry(profile: ModelProfile, intent: Intent, r: _Resolved) -> KvGeometry
         speculative_tokens=r.speculative_tokens,
         mtp_layers=mtp_layers,
         prefix_caching=r.prefix_caching,
+        base_block_size=base_block_size(platform, profile.mla is not None),
     )
 
 
@@ -396,7 +397,7 @@ def plan(host: HostFacts, profile: ModelProfile, intent: Intent, model_ref: str 
             ("api_key true", "host 127.0.0.1", "allow_unauthenticated_bind true"),
         )
     r = _resolve(host, profile, intent)
-    geo = _geometry(profile, intent, r)
+    geo = _geometry(profile, intent, r, host.platform)
     budget = _budget(host, profile, intent, r, geo)
     kv_bytes = geo.num_blocks(budget.kv_bytes) * geo.bytes_per_block
     predicted = intent.gpu_memory_utilization is not None

@@ -36,9 +36,9 @@ def test_local_directory_is_planned_from_config_and_file_sizes(tmp_path: Path) -
     assert result.kv_cache_memory_bytes >= 4 * 512 * 2048
 
 
-def test_linear_attention_without_profile_is_refused(tmp_path: Path) -> None:
+def test_linear_attention_without_its_state_shape_is_refused(tmp_path: Path) -> None:
     _stage(tmp_path, layer_types=["linear_attention", "full_attention"] * 2)
-    with pytest.raises(PlanError, match="catalog profile"):
+    with pytest.raises(PlanError, match="state shape"):
         profile_from_dir(tmp_path)
 
 

@@ -1,0 +1,116 @@
+"""Every architecture family read from a real config.json alone (tests/fixtures/configs, with provenance)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sparkfleet.catalog import get_profile
+from sparkfleet.errors import PlanError
+from sparkfleet.kvcache import GroupKind, geometry
+from sparkfleet.modelconfig import profile_from_config
+from sparkfleet.models import ModelProfile, StateLayerKind
+
+CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
+GIB = 1024**3
+
+
+def from_fixture(name: str, weights: int = 10 * GIB) -> ModelProfile:
+    config = json.loads((CONFIGS / f"{name}.json").read_text())
+    return profile_from_config(name.replace("--", "/"), config, weights, name)
+
+
+def bf16_bytes_per_token(profile: ModelProfile) -> int:
+    return geometry(profile, kv_cache_dtype="auto").bytes_per_token
+
+
+def test_dense_gqa_llama_3_1_8b_is_128_kib_per_token() -> None:
+    # 32 layers x 2 (K, V) x 8 KV heads x 128 x 2 bytes: the widely quoted 128 KiB per token.
+    assert bf16_bytes_per_token(from_fixture("meta-llama--Llama-3.1-8B-Instruct")) == 128 * 1024
+
+
+def test_moe_gqa_qwen3_30b_a3b() -> None:
+    profile = from_fixture("Qwen--Qwen3-30B-A3B")
+    assert profile.moe and profile.head_dim == 128
+    assert bf16_bytes_per_token(profile) == 48 * 2 * 4 * 128 * 2
+
+
+def test_gpt_oss_alternates_sliding_and_full() -> None:
+    profile = from_fixture("openai--gpt-oss-120b")
+    assert (profile.full_attention_layers, profile.sliding_attention_layers, profile.sliding_window) == (18, 18, 128)
+    assert profile.checkpoint_format.value == "mxfp4"
+
+
+def test_mla_deepseek_v3_keeps_one_latent_per_layer() -> None:
+    profile = from_fixture("deepseek-ai--DeepSeek-V3")
+    assert profile.mla is not None and profile.kv_heads == 1
+    # 61 layers x (512 + 64) x 2 bytes = 70,272 bytes (~69 KiB) per token, the figure DeepSeek's MLA is known for.
+    assert bf16_bytes_per_token(profile) == 61 * 576 * 2
+    assert profile.speculative.mtp and profile.speculative.mtp_layers == 1
+    assert profile.trust_remote_code
+
+
+def test_gemma3_global_every_sixth_layer_from_the_pattern() -> None:
+    profile = from_fixture("google--gemma-3-27b-it")
+    assert (profile.full_attention_layers, profile.sliding_attention_layers) == (10, 52)
+    assert profile.multimodal and profile.full_attention_shape is None
+
+
+def test_gemma4_global_layers_have_their_own_shape_and_page() -> None:
+    profile = from_fixture("google--gemma-4-31B-it")
+    assert profile.full_attention_shape is not None
+    assert (profile.full_attention_shape.kv_heads, profile.full_attention_shape.head_dim) == (4, 512)
+    geo = geometry(profile, kv_cache_dtype="auto")
+    # Sliding pages (16 x 256) are twice the global ones (4 x 512): vLLM doubles the global block size.
+    assert geo.block_size_by_kind == {GroupKind.FULL: 32, GroupKind.SLIDING: 16}
+    assert geo.bytes_per_token == 10 * 2 * 4 * 512 * 2 + 50 * 2 * 16 * 256 * 2
+
+
+def test_nemotron_h_mamba2_state_from_the_pattern() -> None:
+    profile = from_fixture("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    assert profile.full_attention_layers == 6 and profile.state_layers is not None
+    assert profile.state_layers.kind is StateLayerKind.MAMBA2 and profile.state_layers.count == 23
+    assert profile.state_layers.conv_dim == 64 * 64 + 2 * 8 * 128
+    assert profile.state_layers.state_dtype_bytes == 4
+    assert not profile.force_attention_backend
+
+
+@pytest.mark.parametrize("name", ["Qwen--Qwen3-Next-80B-A3B-Instruct", "Qwen--Qwen3.6-35B-A3B"])
+def test_gated_deltanet_hybrids(name: str) -> None:
+    profile = from_fixture(name)
+    assert profile.state_layers is not None and profile.state_layers.kind is StateLayerKind.GATED_DELTANET
+    assert profile.state_layers.state_shape == (32, 128, 128)
+    assert profile.state_layers.count == 3 * profile.full_attention_layers
+
+
+# Catalog profiles and the profile their own published config.json gives must lay KV out the same way.
+CATALOG_CONFIGS = {
+    "openai/gpt-oss-120b": "openai--gpt-oss-120b",
+    "nvidia/Gemma-4-31B-IT-NVFP4": "google--gemma-4-31B-it",
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4": "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+    "nvidia/Qwen3.6-35B-A3B-NVFP4": "Qwen--Qwen3.6-35B-A3B",
+}
+
+
+@pytest.mark.parametrize("catalog_id", sorted(CATALOG_CONFIGS))
+@pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8"])
+def test_catalog_agrees_with_its_config(catalog_id: str, kv_cache_dtype: str) -> None:
+    curated = geometry(get_profile(catalog_id), kv_cache_dtype=kv_cache_dtype)
+    derived = geometry(from_fixture(CATALOG_CONFIGS[catalog_id]), kv_cache_dtype=kv_cache_dtype)
+    assert curated == derived
+
+
+def test_unknown_layer_kind_is_refused_naming_it() -> None:
+    config = json.loads((CONFIGS / "meta-llama--Llama-3.1-8B-Instruct.json").read_text())
+    config["layer_types"] = ["full_attention", "lightning_attention"] * 16
+    with pytest.raises(PlanError, match="lightning_attention"):
+        profile_from_config("x", config, GIB, "x")
+
+
+def test_state_layers_without_their_shape_are_refused() -> None:
+    config = json.loads((CONFIGS / "meta-llama--Llama-3.1-8B-Instruct.json").read_text())
+    config["layer_types"] = ["linear_attention", "full_attention"] * 16
+    with pytest.raises(PlanError, match="state shape"):
+        profile_from_config("x", config, GIB, "x")
