@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from .catalog import get_profile, load_catalog
 from .errors import PlanError
+from .hub import profile_from_hub, read_hub_model
 from .localmodel import profile_from_dir
 from .memory import GB10_REFERENCE_TOTAL_GIB
 from .models import GIB, HostFacts, Intent, ModelProfile, Platform, ServePlan
@@ -28,8 +29,21 @@ def _local_platform() -> Platform:
     return Platform.GB10 if os.path.exists("/proc/driver/nvidia/gpus") else Platform.CPU
 
 
-def _profile(model: str, weights_gib: float | None, kv_bytes_per_token: int | None) -> ModelProfile:
-    profile = profile_from_dir(model) if os.path.isdir(model) else get_profile(model)
+def _base_profile(model: str, weights_known: bool) -> tuple[ModelProfile, str, str | None]:
+    """(profile, what vLLM loads, a note): a model directory, a catalog id, else ORG/NAME[@REV] on the hub."""
+    if os.path.isdir(model):
+        return profile_from_dir(model), model, None
+    try:
+        return get_profile(model), model, None
+    except PlanError:
+        if "/" not in model:
+            raise
+    hub_model = read_hub_model(model, weights_known=weights_known)
+    note = f"planned from {hub_model.source}: config.json and safetensors headers ({hub_model.weights.describe()})"
+    return profile_from_hub(hub_model), hub_model.repo_id, note
+
+
+def _profile(profile: ModelProfile, weights_gib: float | None, kv_bytes_per_token: int | None) -> ModelProfile:
     updates: dict[str, object] = {}
     sources = dict(profile.sources)
     if weights_gib is not None:
@@ -105,7 +119,11 @@ def _intent(args: argparse.Namespace) -> Intent:
 
 
 def _add_plan_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="catalog id (see 'sparkfleet catalog') or a local model directory")
+    p.add_argument(
+        "model",
+        help="catalog id (see 'sparkfleet catalog'), a local model directory, or any hub id ORG/NAME[@REVISION] "
+        "(read: config.json and the safetensors headers, never the weights)",
+    )
     p.add_argument("--platform", choices=[x.value for x in Platform], default=Platform.GB10.value)
     p.add_argument("--vllm-version", default=DEFAULT_VLLM)
     p.add_argument(
@@ -146,9 +164,11 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
 
 def _make_plan(args: argparse.Namespace) -> tuple[ServePlan, str | None]:
     VllmVersion.parse(args.vllm_version)
-    profile = _profile(args.model, args.weights_gib, args.kv_bytes_per_token)
-    host, note = _host(args)
-    return plan(host, profile, _intent(args), model_ref=args.model), note
+    base, model_ref, model_note = _base_profile(args.model, weights_known=args.weights_gib is not None)
+    profile = _profile(base, args.weights_gib, args.kv_bytes_per_token)
+    host, host_note = _host(args)
+    note = "; ".join(n for n in (model_note, host_note) if n) or None
+    return plan(host, profile, _intent(args), model_ref=model_ref), note
 
 
 def _catalog(as_json: bool) -> str:
