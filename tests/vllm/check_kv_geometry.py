@@ -36,6 +36,22 @@ MAX_MODEL_LEN = 2048
 # Small shapes CPU attention accepts (head sizes 32..512 in its supported list); layer order as published.
 COMMON = {"hidden_size": 256, "intermediate_size": 512, "vocab_size": 1024, "max_position_embeddings": 4096}
 
+# Qwen3-Next's layout: three Gated-DeltaNet layers to one full (full_attention_interval 4), MoE with a shared expert.
+QWEN3_NEXT: dict[str, Any] = {
+    "architectures": ["Qwen3NextForCausalLM"],
+    "model_type": "qwen3_next",
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "linear_conv_kernel_dim": 4,
+    "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+    "num_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 128,
+    "shared_expert_intermediate_size": 128,
+}
+
 # Each family: the architecture and the real config's structural fields, scaled down. Where a field is the
 # real model's, its source is named; the layer pattern is always the real one (or its repeating unit).
 FAMILIES: dict[str, dict[str, Any]] = {
@@ -138,22 +154,11 @@ FAMILIES: dict[str, dict[str, Any]] = {
     },
     # Qwen3-Next: three Gated-DeltaNet layers to one full (full_attention_interval 4; Qwen/Qwen3-Next-80B-A3B).
     "qwen3_next (Gated-DeltaNet hybrid)": {
-        "architectures": ["Qwen3NextForCausalLM"],
-        "model_type": "qwen3_next",
-        "num_hidden_layers": 4,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "head_dim": 64,
+        **QWEN3_NEXT,
         "linear_num_key_heads": 2,
         "linear_num_value_heads": 4,
         "linear_key_head_dim": 32,
         "linear_value_head_dim": 32,
-        "linear_conv_kernel_dim": 4,
-        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
-        "num_experts": 4,
-        "num_experts_per_tok": 2,
-        "moe_intermediate_size": 128,
-        "shared_expert_intermediate_size": 128,
     },
     # The real state shapes, so that vLLM must raise the attention block until one page holds one state:
     # Nemotron-3 Nano's Mamba-2 (64 heads x 64, state 128, 8 groups; nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B).
@@ -173,22 +178,11 @@ FAMILIES: dict[str, dict[str, Any]] = {
     },
     # Qwen3-Next's Gated-DeltaNet (16 key heads, 32 value heads, 128 each; Qwen/Qwen3-Next-80B-A3B).
     "qwen3_next, 80B's state (block raised)": {
-        "architectures": ["Qwen3NextForCausalLM"],
-        "model_type": "qwen3_next",
-        "num_hidden_layers": 4,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "head_dim": 64,
+        **QWEN3_NEXT,
         "linear_num_key_heads": 16,
         "linear_num_value_heads": 32,
         "linear_key_head_dim": 128,
         "linear_value_head_dim": 128,
-        "linear_conv_kernel_dim": 4,
-        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
-        "num_experts": 4,
-        "num_experts_per_tok": 2,
-        "moe_intermediate_size": 128,
-        "shared_expert_intermediate_size": 128,
     },
 }
 
