@@ -14,9 +14,10 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import PlanError
 from .modelconfig import profile_from_config
@@ -25,6 +26,7 @@ from .models import ModelProfile, ProfileArg
 # ORG/NAME with an optional @REVISION (a branch, tag or commit), as the hub spells repository ids.
 _MODEL_REF = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96})(?:@(?P<revision>[\w./-]{1,255}))?$")
 SUMMARY_SCHEMA = 1
+T = TypeVar("T")
 
 
 def parse_model_ref(ref: str) -> tuple[str, str | None]:
@@ -148,6 +150,19 @@ def _hub_error(exc: Exception, repo_id: str, revision: str | None) -> PlanError:
     return PlanError("model", f"{repo_id}: the hub at {where} answered {type(exc).__name__}: {said}")
 
 
+def _quietly(call: Callable[[], T]) -> T:
+    """Run a hub call without its progress bar: it would write to stderr inside an Ansible worker."""
+    from huggingface_hub.utils.tqdm import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    was_disabled = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        return call()
+    finally:
+        if not was_disabled:
+            enable_progress_bars()
+
+
 def _transport_errors() -> tuple[type[Exception], ...]:
     """A refused or dropped connection surfaces as the HTTP client's own error: httpx under huggingface_hub
     1.x, httpx2 under 2.x."""
@@ -191,7 +206,7 @@ def read_hub_model(ref: str, *, weights_known: bool = False) -> HubModel:
             )
         if summary is None:
             try:
-                metadata = HfApi().get_safetensors_metadata(repo_id, revision=commit)
+                metadata = _quietly(lambda: HfApi().get_safetensors_metadata(repo_id, revision=commit))
             except NotASafetensorsRepoError:
                 if not weights_known:
                     raise
@@ -219,3 +234,23 @@ def profile_from_hub(model: HubModel) -> ModelProfile:
     )
     sources = dict(profile.sources) | {"weights_gib": f"{model.source} safetensors headers: {model.weights.describe()}"}
     return profile.model_copy(update={"extra_args": (*profile.extra_args, pinned), "sources": sources})
+
+
+def describe(ref: str) -> dict[str, Any]:
+    """What the planner needs of a hub model that is not staged yet, in the shape spark_facts describes a
+    staged one ({id, path, config, weight_bytes}); a catalog id is left to its curated profile, unread."""
+    from .catalog import load_catalog
+
+    repo_id, _ = parse_model_ref(ref)
+    if repo_id in load_catalog():
+        return {"id": repo_id, "catalog": True}
+    model = read_hub_model(ref)
+    return {
+        "id": repo_id,
+        "path": repo_id,
+        "present": True,
+        "config": model.config,
+        "weight_bytes": model.weights.total,
+        "commit": model.commit,
+        "source": model.source,
+    }

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hub_server import Hub, HubServer, Repo, VirtualSafetensors
 
-CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 TOKEN = "hf_sparkfleet_test"
 COMMIT = "0e9e39f249a16976918f6564b8830bc894c89659"

@@ -11,9 +11,11 @@ from pathlib import Path
 COLLECTIONS = Path(__file__).resolve().parents[3] / ".cache" / "pytest-collections"
 
 
-def run_module(module: str, args: dict[str, object], *extra: str) -> dict[str, object]:
-    env = dict(
+def run_module(module: str, args: dict[str, object], *extra: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    """The collection's MODULE (or any module by its fully qualified name) with ARGS, on localhost."""
+    environment = dict(
         os.environ,
+        **(env or {}),
         ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
         ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
         ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
@@ -28,14 +30,14 @@ def run_module(module: str, args: dict[str, object], *extra: str) -> dict[str, o
             "-i",
             "localhost,",
             "-m",
-            f"sparkfleet.vllm.{module}",
+            module if "." in module else f"sparkfleet.vllm.{module}",
             "-a",
             json.dumps(args),
             *extra,
         ],
         capture_output=True,
         text=True,
-        env=env,
+        env=environment,
         check=False,
     )
     # -v lines may come before the JSON document and the checkout's roles-timing recap after it.
