@@ -30,7 +30,8 @@ options:
     elements: raw
     required: true
 requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv, huggingface_hub); the sparkfleet library itself ships in the collection
+  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv,
+    huggingface_hub); the sparkfleet library itself ships in the collection
 """
 
 EXAMPLES = r"""

@@ -241,7 +241,7 @@ def describe(ref: str) -> dict[str, Any]:
     staged one ({id, path, config, weight_bytes}); a catalog id is left to its curated profile, unread."""
     from .catalog import load_catalog
 
-    repo_id, _ = parse_model_ref(ref)
+    repo_id = parse_model_ref(ref)[0]
     if repo_id in load_catalog():
         return {"id": repo_id, "catalog": True}
     model = read_hub_model(ref)

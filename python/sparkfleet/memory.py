@@ -21,6 +21,8 @@ RUNTIME_SOURCE = f"{SEED_NANO}: non-KV 20.0-20.6 GiB across 0.05-0.9 utilization
 # profile run (1.1 GiB for hidden size 2688 after weights and runtime).
 ACTIVATION_BYTES_PER_TOKEN_PER_HIDDEN = 54
 ACTIVATION_SOURCE = f"{SEED_NANO} (profile run at 8192 batched tokens) and {vllm('§1.3')}"
+# The batched-token count that calibration was measured at: past twice that, the estimate is an extrapolation.
+ACTIVATION_CALIBRATED_TOKENS = 8192
 
 # CUDA-graph pool: a fixed part plus a part per captured size (vLLM logs 0.3-1 GiB for short lists;
 # seed 003 measured +0.5 GiB non-KV with graphs at two capture sizes).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import memory as mem
@@ -287,20 +288,41 @@ def _suggestions(profile: ModelProfile, intent: Intent, r: _Resolved, geo: KvGeo
     return tuple(tips)
 
 
+def _non_kv(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolved, batched: int) -> mem.NonKv:
+    """Non-KV memory of one rank when the scheduler runs `batched` tokens per step (its activation peak)."""
+    drafter = profile.speculative.dflash_drafter_weights_gib if intent.speculative is SpeculativeMethod.DFLASH else 0.0
+    return mem.non_kv(
+        profile,
+        host.platform,
+        model_shards=r.shards,
+        max_num_batched_tokens=batched,
+        max_num_seqs=r.max_num_seqs,
+        capture_sizes=[size for size in r.capture_sizes if size <= batched],
+        drafter_gib=drafter,
+    )
+
+
+def _batched_that_fits(
+    host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolved, geo: KvGeometry, *, usable: float
+) -> int | None:
+    """The largest smaller max_num_batched_tokens (a power of two, at least 2048) whose activation peak leaves
+    room for the KV the intent needs, if lowering the scheduler's chunk is what would make it fit."""
+    batched = 1 << (r.max_num_batched_tokens.bit_length() - 1)
+    if batched == r.max_num_batched_tokens:
+        batched //= 2
+    while batched >= 2048:
+        room = (usable - _non_kv(host, profile, intent, r, batched).total) * GIB
+        if room >= geo.bytes_for_requests(intent.concurrency, r.max_model_len, batched):
+            return batched
+        batched //= 2
+    return None
+
+
 def _budget(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolved, geo: KvGeometry) -> _Budget:
     total = host.mem_total_gib
     reserve = intent.host_reserve_gib if intent.host_reserve_gib is not None else mem.HOST_RESERVE_GIB[host.platform]
     baseline = mem.PROCESS_BASELINE_GIB[host.platform]
-    drafter = profile.speculative.dflash_drafter_weights_gib if intent.speculative is SpeculativeMethod.DFLASH else 0.0
-    nk = mem.non_kv(
-        profile,
-        host.platform,
-        model_shards=r.shards,
-        max_num_batched_tokens=r.max_num_batched_tokens,
-        max_num_seqs=r.max_num_seqs,
-        capture_sizes=list(r.capture_sizes),
-        drafter_gib=drafter,
-    )
+    nk = _non_kv(host, profile, intent, r, r.max_num_batched_tokens)
     in_budget = cudagraph_memory_in_budget(r.version)
     one_request = geo.bytes_for_requests(1, r.max_model_len, r.max_num_batched_tokens)
     cap = mem.GB10_MAX_UTILIZATION if host.platform is Platform.GB10 else 1.0
@@ -335,15 +357,37 @@ def _budget(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolved
         kv_bytes = int(exact * (1 + slack))
     needed = geo.bytes_for_requests(intent.concurrency, r.max_model_len, r.max_num_batched_tokens)
     if kv_bytes < needed or kv_bytes / GIB > room_for_kv + 1e-9:
+        batched = _batched_that_fits(host, profile, intent, r, geo, usable=usable)
+        scheduler = (f"max_num_batched_tokens {batched} (activation peak {nk.activation:.1f} GiB now)",) if batched else ()
         raise InfeasibleError(
             "intent",
             f"{intent.concurrency} x {r.max_model_len} tokens needs {needed / GIB:.1f} GiB KV; "
             f"{max(room_for_kv, 0):.1f} GiB is free after {nk.total:.1f} GiB non-KV within the "
             f"{usable:.1f} GiB vLLM may use on this host",
-            _suggestions(profile, intent, r, geo, room_for_kv),
+            _suggestions(profile, intent, r, geo, room_for_kv) + scheduler,
         )
     util = mem.round_up((nk.profiled(in_budget) + kv_bytes / GIB) / total)
     return _Budget(kv_bytes, min(util, cap), nk, reserve, baseline)
+
+
+def _scheduler_warning(r: _Resolved, activation_at: Callable[[int], float], headroom: float) -> str | None:
+    """The activation peak follows max_num_batched_tokens, and it was measured at one count only (seed 003's
+    8192). Far past it the estimate is an extrapolation: warn when an error as large as the estimate itself
+    would eat the host reserve, and name a count whose peak the headroom does cover."""
+    batched = r.max_num_batched_tokens
+    activation = activation_at(batched)
+    if batched <= 2 * mem.ACTIVATION_CALIBRATED_TOKENS or activation <= headroom:
+        return None
+    # Headroom never shrinks as the count falls (KV is sized apart from it), so re-planning at `fits` is quiet.
+    fits = 1 << (batched.bit_length() - 1)
+    while fits > 2 * mem.ACTIVATION_CALIBRATED_TOKENS and (fits >= batched or activation_at(fits) > headroom):
+        fits //= 2
+    return (
+        f"max_num_batched_tokens {batched}: the scheduler's activation peak, about {activation:.1f} GiB, is extrapolated "
+        f"past the {mem.ACTIVATION_CALIBRATED_TOKENS}-token profile it was measured at, and {headroom:.1f} GiB of "
+        f"headroom would not absorb an error that large before the host reserve; max_num_batched_tokens {fits} "
+        f"keeps the peak within it ({mem.ACTIVATION_SOURCE})"
+    )
 
 
 def _guard_env(env: dict[str, str], version: VllmVersion) -> None:
@@ -492,7 +536,8 @@ def plan(host: HostFacts, profile: ModelProfile, intent: Intent, model_ref: str 
                 "temperature": 0,
             }
         ),
-        warnings=_warnings(host, profile, intent, r, required),
+        warnings=_warnings(host, profile, intent, r, required)
+        + [w for w in (_scheduler_warning(r, lambda n: _non_kv(host, profile, intent, r, n).activation, headroom),) if w],
         reasons=reasons,
         mode="predicted" if predicted else "planned",
     )
