@@ -17,7 +17,7 @@ from .errors import PlanError
 from .hub import profile_from_hub, read_hub_model
 from .localmodel import profile_from_dir
 from .memory import GB10_REFERENCE_TOTAL_GIB
-from .models import GIB, HostFacts, Intent, ModelProfile, Platform, ServePlan
+from .models import GIB, HostFacts, Intent, ModelProfile, Platform, ServePlan, SpeculativeMethod
 from .monitoring import dashboard, rules_document, thresholds
 from .planner import DEFAULT_VLLM, plan
 from .recipes import InstallInputs
@@ -41,6 +41,18 @@ def _base_profile(model: str, weights_known: bool) -> tuple[ModelProfile, str, s
     hub_model = read_hub_model(model, weights_known=weights_known)
     note = f"planned from {hub_model.source}: config.json and safetensors headers ({hub_model.weights.describe()})"
     return profile_from_hub(hub_model), hub_model.repo_id, note
+
+
+def _drafter(ref: str | None, weights_known: bool) -> tuple[ModelProfile | None, str | None, str | None]:
+    """(profile, what the speculative config loads, a note) of --drafter: a directory, else a hub id read like
+    a model (config.json and safetensors headers) and pinned to the commit that was read."""
+    if ref is None:
+        return None, None, None
+    if os.path.isdir(ref):
+        return profile_from_dir(ref), ref, None
+    hub_model = read_hub_model(ref, weights_known=weights_known)
+    note = f"drafter read from {hub_model.source} ({hub_model.weights.describe()})"
+    return profile_from_hub(hub_model), f"{hub_model.repo_id}@{hub_model.commit}", note
 
 
 def _profile(profile: ModelProfile, weights_gib: float | None, kv_bytes_per_token: int | None) -> ModelProfile:
@@ -94,8 +106,10 @@ def _host(args: argparse.Namespace) -> tuple[HostFacts, str | None]:
     return host, note
 
 
-def _intent(args: argparse.Namespace) -> Intent:
+def _intent(args: argparse.Namespace, drafter: str | None) -> Intent:
     return Intent(
+        drafter=drafter,
+        drafter_weights_gib=args.drafter_weights_gib,
         max_context=args.context,
         concurrency=args.concurrency,
         profile=args.profile,
@@ -138,7 +152,14 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--profile", choices=["interactive", "throughput", "memory-saver"], default="interactive")
     p.add_argument("--kv-cache-dtype", choices=["auto", "fp8", "bf16"], default="auto")
-    p.add_argument("--speculative", choices=["none", "ngram", "suffix", "mtp", "dflash"], default="none")
+    p.add_argument("--speculative", choices=[m.value for m in SpeculativeMethod], default="none")
+    p.add_argument(
+        "--drafter",
+        metavar="ID_OR_DIR",
+        help="a separate draft checkpoint for mtp, dflash, eagle3 or draft_model: a hub id ORG/NAME[@REVISION] "
+        "(read like a model: config.json and safetensors headers) or a local directory",
+    )
+    p.add_argument("--drafter-weights-gib", type=float, help="the drafter's weights, for one known only by its size")
     p.add_argument("--num-speculative-tokens", type=int)
     p.add_argument("--served-name")
     p.add_argument("--host", default="127.0.0.1")
@@ -166,9 +187,10 @@ def _make_plan(args: argparse.Namespace) -> tuple[ServePlan, str | None]:
     VllmVersion.parse(args.vllm_version)
     base, model_ref, model_note = _base_profile(args.model, weights_known=args.weights_gib is not None)
     profile = _profile(base, args.weights_gib, args.kv_bytes_per_token)
+    drafter, drafter_ref, drafter_note = _drafter(args.drafter, weights_known=args.drafter_weights_gib is not None)
     host, host_note = _host(args)
-    note = "; ".join(n for n in (model_note, host_note) if n) or None
-    return plan(host, profile, _intent(args), model_ref=model_ref), note
+    note = "; ".join(n for n in (model_note, drafter_note, host_note) if n) or None
+    return plan(host, profile, _intent(args, drafter_ref), model_ref=model_ref, drafter=drafter), note
 
 
 def _catalog(as_json: bool) -> str:

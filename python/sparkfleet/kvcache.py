@@ -181,7 +181,7 @@ def geometry(
     tensor_parallel: int = 1,
     pipeline_parallel: int = 1,
     speculative_tokens: int = 0,
-    mtp_layers: int = 0,
+    draft_layers: int = 0,
     prefix_caching: bool = True,
     state_align_mode: bool = True,
     base_block_size: int = DEFAULT_BLOCK_SIZE,
@@ -193,7 +193,7 @@ def geometry(
         return cdiv(layers, pipeline_parallel) if layers else 0
 
     layers = {
-        GroupKind.FULL: per_stage(profile.full_attention_layers + mtp_layers),
+        GroupKind.FULL: per_stage(profile.full_attention_layers + draft_layers),
         GroupKind.SLIDING: per_stage(profile.sliding_attention_layers),
     }
     attention = {

@@ -252,6 +252,25 @@ class SpeculativeMethod(str, Enum):
     SUFFIX = "suffix"
     MTP = "mtp"
     DFLASH = "dflash"
+    # Separate drafter checkpoints; both are in vLLM's SpeculativeMethod from 0.17.0 (SUPPORTED_MIN) on,
+    # read in the 0.17.0 and 0.32.0 wheels' config/speculative.py.
+    EAGLE3 = "eagle3"
+    DRAFT_MODEL = "draft_model"
+
+    @property
+    def takes_drafter(self) -> bool:
+        """A method whose draft can come from a separate checkpoint (intent.drafter)."""
+        return self in {
+            SpeculativeMethod.MTP,
+            SpeculativeMethod.DFLASH,
+            SpeculativeMethod.EAGLE3,
+            SpeculativeMethod.DRAFT_MODEL,
+        }
+
+    @property
+    def needs_drafter(self) -> bool:
+        """A method that has no draft without a separate checkpoint."""
+        return self in {SpeculativeMethod.EAGLE3, SpeculativeMethod.DRAFT_MODEL}
 
 
 class KvDtype(str, Enum):
@@ -270,6 +289,10 @@ class Intent(Strict):
     kv_cache_dtype: KvDtype = KvDtype.AUTO
     speculative: SpeculativeMethod = SpeculativeMethod.NONE
     num_speculative_tokens: Annotated[int, Field(ge=1, le=32)] | None = None
+    # A separate draft checkpoint (hub id or local directory) for mtp, dflash, eagle3 or draft_model.
+    drafter: str | None = None
+    # Its weights' size, for a drafter known only by its size (else read from its safetensors).
+    drafter_weights_gib: Annotated[float, Field(gt=0)] | None = None
     served_name: str | None = None
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=1, le=65535)] = 8000

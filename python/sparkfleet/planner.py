@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from . import memory as mem
 from . import rules
 from .errors import InfeasibleError, PlanError
-from .kvcache import KvGeometry, base_block_size, geometry
+from .kvcache import GroupKind, KvGeometry, attention_bytes_per_token, base_block_size, geometry
 from .models import (
     GIB,
     HostFacts,
@@ -47,7 +47,13 @@ BATCHED_TOKENS = {
     ServeProfile.THROUGHPUT: 16384,
     ServeProfile.MEMORY_SAVER: 2048,
 }
-SPECULATIVE_TOKENS = {SpeculativeMethod.NGRAM: 4, SpeculativeMethod.SUFFIX: 8}
+# Drafter methods default to the short draft the seeds run paired drafts with (seed 002 §7.1.1: MTP at 3).
+SPECULATIVE_TOKENS = {
+    SpeculativeMethod.NGRAM: 4,
+    SpeculativeMethod.SUFFIX: 8,
+    SpeculativeMethod.EAGLE3: 3,
+    SpeculativeMethod.DRAFT_MODEL: 3,
+}
 PREFIX_CACHE_SLACK = 0.10
 MEMORY_MAX_SLACK_GIB = 4.0
 
@@ -66,6 +72,9 @@ class _Resolved:
     yarn: bool
     long_context: bool
     shards: int
+    # The draft's weights (GiB) and its KV layers, counted in the target's full-attention shape.
+    drafter_gib: float
+    draft_layers: int
 
 
 def _version(host: HostFacts) -> VllmVersion:
@@ -140,18 +149,30 @@ def _capture_sizes(max_num_seqs: int, spec_tokens: int, batched: int, version: V
 
 def _check_speculative(profile: ModelProfile, intent: Intent, version: VllmVersion, capabilities: tuple[str, ...]) -> None:
     method = intent.speculative
-    if method is SpeculativeMethod.MTP and not profile.speculative.mtp:
+    if intent.drafter and not method.takes_drafter:
+        raise PlanError(
+            "intent.drafter",
+            f"a drafter serves speculative mtp, dflash, eagle3 or draft_model, not {method.value}",
+            ("speculative eagle3", "speculative draft_model", "no drafter"),
+        )
+    if method.needs_drafter and not intent.drafter:
+        raise PlanError(
+            "intent.drafter",
+            f"speculative {method.value} drafts with a separate checkpoint and none was given",
+            ("drafter ORG/NAME (a hub id) or a local directory", "speculative ngram"),
+        )
+    if method is SpeculativeMethod.MTP and not profile.speculative.mtp and not intent.drafter:
         raise PlanError(
             "intent.speculative",
             f"{profile.id} has no MTP heads or paired MTP draft",
-            ("speculative ngram", "speculative suffix", "speculative none"),
+            ("drafter (a separate MTP assistant checkpoint)", "speculative ngram", "speculative suffix", "speculative none"),
         )
     if method is SpeculativeMethod.DFLASH:
-        if not profile.speculative.dflash_drafter:
+        if not profile.speculative.dflash_drafter and not intent.drafter:
             raise PlanError(
                 "intent.speculative",
                 f"no DFlash drafter is known for {profile.id}",
-                ("speculative ngram", "speculative none"),
+                ("drafter (a DFlash drafter trained for this model)", "speculative ngram", "speculative none"),
             )
         if capability_origin("dflash", version, capabilities) is None:
             raise PlanError(
@@ -162,7 +183,36 @@ def _check_speculative(profile: ModelProfile, intent: Intent, version: VllmVersi
             )
 
 
-def _resolve(host: HostFacts, profile: ModelProfile, intent: Intent) -> _Resolved:
+def _draft(profile: ModelProfile, intent: Intent, drafter: ModelProfile | None, tensor_parallel: int) -> tuple[float, int]:
+    """(weights GiB, KV layers in the target's full-attention shape) of the draft the intent runs.
+
+    A drafter checkpoint's attention layers join the KV pool (vLLM registers them with the target's); where
+    its per-token page differs from the target's, it is counted as the target-shaped layers holding at least
+    as many bytes, an upper bound of the group vLLM gives it.
+    """
+    method = intent.speculative
+    if method is SpeculativeMethod.MTP and not intent.drafter:
+        return 0.0, profile.speculative.mtp_layers
+    if method is SpeculativeMethod.DFLASH and not intent.drafter:
+        return profile.speculative.dflash_drafter_weights_gib, 0
+    if not intent.drafter:
+        return 0.0, 0
+    if drafter is None and intent.drafter_weights_gib is None:
+        raise PlanError(
+            "intent.drafter",
+            f"{intent.drafter} was not read, so its weights and KV layers are unknown",
+            ("plan with the sparkfleet CLI (--drafter reads it)", "drafter_weights_gib G"),
+        )
+    weights = intent.drafter_weights_gib if intent.drafter_weights_gib is not None else drafter.weights_gib  # type: ignore[union-attr]
+    if drafter is None:
+        return weights, 0
+    target = attention_bytes_per_token(profile, 2, tensor_parallel, GroupKind.FULL)
+    draft = drafter.full_attention_layers * attention_bytes_per_token(drafter, 2, tensor_parallel, GroupKind.FULL)
+    draft += drafter.sliding_attention_layers * attention_bytes_per_token(drafter, 2, tensor_parallel, GroupKind.SLIDING)
+    return weights, math.ceil(draft / target)
+
+
+def _resolve(host: HostFacts, profile: ModelProfile, intent: Intent, drafter: ModelProfile | None) -> _Resolved:
     version = _version(host)
     declared = set(host.vllm_capabilities)
     carried = profile.min_vllm_capabilities and declared.issuperset(profile.min_vllm_capabilities)
@@ -199,7 +249,10 @@ def _resolve(host: HostFacts, profile: ModelProfile, intent: Intent) -> _Resolve
     eager = intent.profile is ServeProfile.MEMORY_SAVER
     # vLLM's CPU platform has no CUDA graphs: no capture sizes to choose and no graph pool to budget.
     graphs = not eager and host.platform is not Platform.CPU
+    drafter_gib, draft_layers = _draft(profile, intent, drafter, intent.tensor_parallel_size)
     return _Resolved(
+        drafter_gib=drafter_gib,
+        draft_layers=draft_layers,
         version=version,
         max_model_len=context,
         max_num_seqs=intent.concurrency,
@@ -248,14 +301,13 @@ def _past_native(profile: ModelProfile, intent: Intent, context: int) -> tuple[b
 
 
 def _geometry(profile: ModelProfile, intent: Intent, r: _Resolved, platform: Platform) -> KvGeometry:
-    mtp_layers = profile.speculative.mtp_layers if intent.speculative is SpeculativeMethod.MTP else 0
     return geometry(
         profile,
         kv_cache_dtype=r.kv_cache_dtype,
         tensor_parallel=intent.tensor_parallel_size,
         pipeline_parallel=intent.pipeline_parallel_size,
         speculative_tokens=r.speculative_tokens,
-        mtp_layers=mtp_layers,
+        draft_layers=r.draft_layers,
         prefix_caching=r.prefix_caching,
         base_block_size=base_block_size(platform, profile.mla is not None),
     )
@@ -290,7 +342,6 @@ def _suggestions(profile: ModelProfile, intent: Intent, r: _Resolved, geo: KvGeo
 
 def _non_kv(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolved, batched: int) -> mem.NonKv:
     """Non-KV memory of one rank when the scheduler runs `batched` tokens per step (its activation peak)."""
-    drafter = profile.speculative.dflash_drafter_weights_gib if intent.speculative is SpeculativeMethod.DFLASH else 0.0
     return mem.non_kv(
         profile,
         host.platform,
@@ -298,7 +349,7 @@ def _non_kv(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolved
         max_num_batched_tokens=batched,
         max_num_seqs=r.max_num_seqs,
         capture_sizes=[size for size in r.capture_sizes if size <= batched],
-        drafter_gib=drafter,
+        drafter_gib=r.drafter_gib,
     )
 
 
@@ -428,19 +479,32 @@ def _warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolv
             f"host MemAvailable is {host.mem_available_bytes / GIB:.1f} GiB; vLLM needs "
             f"{required / GIB:.1f} GiB free at start (drop caches or stop other services)"
         )
+    if intent.drafter and r.draft_layers == 0:
+        out.append(
+            f"drafter {intent.drafter} is known only by its size (drafter_weights_gib): its weights are in the budget, "
+            "its KV layers are not"
+        )
     for quirk in profile.quirks:
         out.append(quirk)
     return out
 
 
-def plan(host: HostFacts, profile: ModelProfile, intent: Intent, model_ref: str | None = None) -> ServePlan:
+def plan(
+    host: HostFacts,
+    profile: ModelProfile,
+    intent: Intent,
+    model_ref: str | None = None,
+    *,
+    drafter: ModelProfile | None = None,
+) -> ServePlan:
+    """The plan for one instance; `drafter` is the profile of intent.drafter, read by the caller."""
     if not intent.binds_loopback_only and not intent.api_key and not intent.allow_unauthenticated_bind:
         raise PlanError(
             "intent.host",
             f"binding {intent.host} without an API key exposes the server",
             ("api_key true", "host 127.0.0.1", "allow_unauthenticated_bind true"),
         )
-    r = _resolve(host, profile, intent)
+    r = _resolve(host, profile, intent, drafter)
     geo = _geometry(profile, intent, r, host.platform)
     budget = _budget(host, profile, intent, r, geo)
     kv_bytes = geo.num_blocks(budget.kv_bytes) * geo.bytes_per_block

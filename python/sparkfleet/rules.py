@@ -344,6 +344,14 @@ def parsers(s: Settings) -> list[Entry]:
     return out
 
 
+def _drafter_config(drafter: str) -> dict[str, object]:
+    """A hub id's @REVISION becomes the speculative config's own revision field; a directory is loaded as is."""
+    if drafter.startswith(("/", ".", "~")) or "@" not in drafter:
+        return {"model": drafter}
+    repo, _, revision = drafter.partition("@")
+    return {"model": repo, "revision": revision}
+
+
 def speculative(s: Settings) -> list[Entry]:
     method = s.intent.speculative
     if method is SpeculativeMethod.NONE:
@@ -353,10 +361,13 @@ def speculative(s: Settings) -> list[Entry]:
     out: list[Entry] = []
     if method is SpeculativeMethod.NGRAM:
         config.update(prompt_lookup_min=2, prompt_lookup_max=5)
+    elif s.intent.drafter:
+        config.update(_drafter_config(s.intent.drafter))
+        source += f"; drafter {s.intent.drafter} (intent.drafter)"
     elif method is SpeculativeMethod.MTP and s.profile.speculative.mtp_draft_model:
         config["model"] = s.profile.speculative.mtp_draft_model
-    elif method is SpeculativeMethod.DFLASH:
-        config["model"] = s.profile.speculative.dflash_drafter
+    if method is SpeculativeMethod.DFLASH:
+        config.setdefault("model", s.profile.speculative.dflash_drafter)
         source += f"; capability dflash: {capability_origin('dflash', s.version, s.host.vllm_capabilities)}"
         out.append(
             env(

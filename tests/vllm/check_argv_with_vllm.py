@@ -6,9 +6,12 @@ plan and 'N passed, N failed' at the end; exits non-zero on any failure.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import traceback
+import typing
 
+from vllm.config.speculative import SpeculativeConfig, SpeculativeMethod
 from vllm.engine.arg_utils import AsyncEngineArgs
 from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
 from vllm.reasoning import ReasoningParserManager
@@ -26,6 +29,13 @@ INTENTS = {
     "default": Intent(),
     "memory-saver": Intent(profile="memory-saver", max_context=16384, concurrency=1),
     "api-key": Intent(host="0.0.0.0", api_key=True, max_context=8192, concurrency=2),
+    # A separate drafter pinned to a revision, known by its size (the parser sees the speculative config).
+    "eagle3-drafter": Intent(
+        speculative="eagle3", drafter="org/eagle3-head@0123abcd", drafter_weights_gib=0.5, max_context=16384, concurrency=2
+    ),
+    "draft-model": Intent(
+        speculative="draft_model", drafter="/srv/models/draft", drafter_weights_gib=2.3, max_context=16384
+    ),
 }
 
 
@@ -38,6 +48,24 @@ class RaisingParser(FlexibleArgumentParser):  # type: ignore[misc]
         raise ParseError(message)
 
 
+def literal_values(annotation: object) -> set[str]:
+    """Every string of a (nested) Literal, such as vLLM's SpeculativeMethod."""
+    values: set[str] = set()
+    for arg in typing.get_args(annotation):
+        values |= {arg} if isinstance(arg, str) else literal_values(arg)
+    return values
+
+
+def check_speculative_config(config: dict[str, object]) -> None:
+    """vLLM's CLI only parses --speculative-config as JSON; its keys and method are checked against vLLM's own
+    SpeculativeConfig fields and SpeculativeMethod here (building the config itself needs the target model)."""
+    unknown = set(config) - {field.name for field in dataclasses.fields(SpeculativeConfig)}
+    if unknown:
+        raise ParseError(f"--speculative-config: {sorted(unknown)} are not SpeculativeConfig fields")
+    if config.get("method") not in literal_values(SpeculativeMethod):
+        raise ParseError(f"--speculative-config: method {config.get('method')!r} is not one of vLLM's")
+
+
 def check(argv: list[str]) -> None:
     assert argv[:2] == ["vllm", "serve"], argv[:2]
     parser = make_arg_parser(RaisingParser(description="vllm serve"))
@@ -45,6 +73,8 @@ def check(argv: list[str]) -> None:
     args.model = argv[2]
     validate_parsed_serve_args(args)
     AsyncEngineArgs.from_cli_args(args)
+    if args.speculative_config:
+        check_speculative_config(args.speculative_config)
     # Parser names are resolved at server start, not by the CLI: ask vLLM's own registries.
     if args.tool_call_parser:
         ToolParserManager.get_tool_parser(args.tool_call_parser)

@@ -1,0 +1,115 @@
+"""Speculative decoding with a separate drafter: its weights and KV in the budget, its argv as vLLM expects."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import spark
+
+from sparkfleet.catalog import get_profile
+from sparkfleet.errors import PlanError
+from sparkfleet.modelconfig import profile_from_config
+from sparkfleet.models import Intent, ModelProfile
+from sparkfleet.planner import plan
+
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+GIB = 1024**3
+
+
+def from_fixture(name: str, weights: int) -> ModelProfile:
+    return profile_from_config(name.replace("--", "/"), json.loads((CONFIGS / f"{name}.json").read_text()), weights, name)
+
+
+LLAMA = from_fixture("meta-llama--Llama-3.1-8B-Instruct", 16_060_522_496)
+EAGLE3 = from_fixture("yuhuili--EAGLE3-LLaMA3.1-Instruct-8B", int(0.8 * GIB))
+SMALL = from_fixture("meta-llama--Llama-3.2-1B-Instruct", int(2.3 * GIB))
+
+
+def speculative_config(argv: list[str]) -> dict[str, object]:
+    return dict(json.loads(argv[argv.index("--speculative-config") + 1]))
+
+
+def test_eagle3_drafter_weights_and_its_layer_are_in_the_budget() -> None:
+    base = plan(spark(), LLAMA, Intent(max_context=32768, concurrency=2))
+    intent = Intent(
+        max_context=32768, concurrency=2, speculative="eagle3", drafter="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B@abc"
+    )
+    drafted = plan(spark(), LLAMA, intent, drafter=EAGLE3)
+    assert speculative_config(drafted.argv) == {
+        "method": "eagle3",
+        "num_speculative_tokens": 3,
+        "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+        "revision": "abc",
+    }
+    assert drafted.memory.drafter == 0.8
+    # One more layer of the target's shape: 33 layers of KV where there were 32.
+    assert drafted.kv_cache_memory_bytes == pytest.approx(base.kv_cache_memory_bytes * 33 / 32, rel=0.01)
+    # Capture sizes follow the draft length (uniform decode query of 1 + 3 tokens).
+    assert max(drafted.cudagraph_capture_sizes) > max(base.cudagraph_capture_sizes)
+
+
+def test_draft_model_with_a_smaller_page_is_counted_in_target_shaped_layers() -> None:
+    base = plan(spark(), LLAMA, Intent(max_context=32768, concurrency=2))
+    intent = Intent(max_context=32768, concurrency=2, speculative="draft_model", drafter="/srv/models/llama-3.2-1b")
+    drafted = plan(spark(), LLAMA, intent, drafter=SMALL)
+    assert speculative_config(drafted.argv)["model"] == "/srv/models/llama-3.2-1b"
+    # 16 layers of 8 x 64 hold the KV of 8 layers of the target's 8 x 128.
+    assert drafted.kv_cache_memory_bytes == pytest.approx(base.kv_cache_memory_bytes * 40 / 32, rel=0.01)
+    assert drafted.memory.drafter == 2.3
+
+
+def test_dflash_drafter_given_overrides_the_profiles() -> None:
+    profile = get_profile("nvidia/Qwen3.6-35B-A3B-NVFP4")
+    intent = Intent(speculative="dflash", drafter="someone/Qwen3.6-35B-A3B-DFlash-v2", drafter_weights_gib=1.2)
+    result = plan(spark(), profile, intent)
+    assert speculative_config(result.argv)["model"] == "someone/Qwen3.6-35B-A3B-DFlash-v2"
+    assert result.env["VLLM_USE_DEEP_GEMM"] == "0"
+    assert result.memory.drafter == 1.2
+    assert any("known only by its size" in w for w in result.warnings)
+
+
+def test_mtp_assistant_checkpoint_serves_a_model_without_heads() -> None:
+    with pytest.raises(PlanError, match="drafter"):
+        plan(spark(), LLAMA, Intent(speculative="mtp"))
+    result = plan(spark(), LLAMA, Intent(speculative="mtp", drafter="/srv/models/assistant"), drafter=SMALL)
+    assert speculative_config(result.argv) == {
+        "method": "mtp",
+        "num_speculative_tokens": 3,
+        "model": "/srv/models/assistant",
+    }
+
+
+@pytest.mark.parametrize(
+    ("intent", "variable", "words"),
+    [
+        (Intent(speculative="eagle3"), "intent.drafter", "none was given"),
+        (Intent(speculative="draft_model"), "intent.drafter", "none was given"),
+        (Intent(speculative="ngram", drafter="x/y"), "intent.drafter", "not ngram"),
+        (Intent(speculative="eagle3", drafter="x/y"), "intent.drafter", "drafter_weights_gib"),
+    ],
+)
+def test_drafter_refusals_name_the_variable(intent: Intent, variable: str, words: str) -> None:
+    with pytest.raises(PlanError) as refused:
+        plan(spark(), LLAMA, intent)
+    assert refused.value.variable == variable and words in str(refused.value)
+
+
+def test_cli_reads_a_drafter_directory(tmp_path: Path) -> None:
+    drafter = tmp_path / "eagle3"
+    drafter.mkdir()
+    (drafter / "config.json").write_text((CONFIGS / "yuhuili--EAGLE3-LLaMA3.1-Instruct-8B.json").read_text())
+    (drafter / "model.safetensors").write_bytes(b"\0" * 4096)
+    command = [sys.executable, "-m", "sparkfleet.cli", "plan", "openai/gpt-oss-120b", "--speculative", "eagle3"]
+    done = subprocess.run(
+        [*command, "--drafter", str(drafter), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert speculative_config(result["argv"]) == {"method": "eagle3", "num_speculative_tokens": 3, "model": str(drafter)}
