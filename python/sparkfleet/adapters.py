@@ -97,8 +97,14 @@ def instance_request(item: Any, label: str = "instance") -> InstanceRequest:
         intent = Intent.model_validate(raw_intent)
     except ValidationError as exc:
         raise from_validation(exc, f"{label}.intent", ".") from exc
+    drafter = None
+    # A drafter the role described (staged, or read from the hub) is planned from what was read and
+    # loaded from where it is staged; a bare id stays as the intent says (sized by drafter_weights_gib).
+    if isinstance(item.get("drafter"), dict):
+        drafter, drafter_ref = model_profile(item["drafter"], f"{label}.intent.drafter")
+        intent = intent.model_copy(update={"drafter": drafter_ref})
     try:
-        return InstanceRequest(name=item["name"], profile=profile, model_ref=ref, intent=intent)
+        return InstanceRequest(name=item["name"], profile=profile, model_ref=ref, intent=intent, drafter=drafter)
     except ValidationError as exc:
         raise from_validation(exc, label, ".") from exc
 

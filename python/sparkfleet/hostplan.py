@@ -21,6 +21,8 @@ class InstanceRequest(Strict):
     profile: ModelProfile
     model_ref: str
     intent: Intent
+    # The profile of intent.drafter when it was read (staged, or described from the hub).
+    drafter: ModelProfile | None = None
 
     @field_validator("name")
     @classmethod
@@ -127,7 +129,9 @@ def plan_host(host: HostFacts, requests: list[InstanceRequest], label: str = "in
     plans: dict[str, ServePlan] = {}
     for index, request in enumerate(requests):
         try:
-            plans[request.name] = plan(host, request.profile, request.intent, model_ref=request.model_ref)
+            plans[request.name] = plan(
+                host, request.profile, request.intent, model_ref=request.model_ref, drafter=request.drafter
+            )
         except PlanError as exc:
             raise type(exc)(f"{label}[{index}] ({request.name}) {exc.variable}", exc.problem, exc.suggestions) from exc
     total = host.mem_total_gib
