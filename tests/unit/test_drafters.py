@@ -113,3 +113,22 @@ def test_cli_reads_a_drafter_directory(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert speculative_config(result["argv"]) == {"method": "eagle3", "num_speculative_tokens": 3, "model": str(drafter)}
+
+
+def test_default_chunk_holds_one_decode_step_of_every_sequence() -> None:
+    # 520 sequences x (1 + 3 EAGLE-3 tokens) = 2080 tokens per decode step, above memory-saver's 2048.
+    intent = Intent(profile="memory-saver", speculative="eagle3", drafter="/d", concurrency=520, max_context=1024)
+    assert plan(spark(), LLAMA, intent, drafter=EAGLE3).max_num_batched_tokens == 2080
+    pinned = plan(spark(), LLAMA, intent.model_copy(update={"max_num_batched_tokens": 2048}), drafter=EAGLE3)
+    assert pinned.max_num_batched_tokens == 2048
+    assert any("below one decode step" in w and "max_num_batched_tokens 2080" in w for w in pinned.warnings)
+
+
+def test_activation_peak_is_the_larger_of_target_and_drafter() -> None:
+    target = from_fixture("meta-llama--Llama-3.2-1B-Instruct", int(2.3 * GIB))
+    wider = from_fixture("openai--gpt-oss-120b", 60 * GIB)
+    base = plan(spark(), target, Intent(max_context=8192))
+    drafted = plan(spark(), target, Intent(max_context=8192, speculative="draft_model", drafter="/d"), drafter=wider)
+    narrow = plan(spark(), target, Intent(max_context=8192, speculative="draft_model", drafter="/d"), drafter=SMALL)
+    assert drafted.memory.activation > base.memory.activation  # a drafter wider than its target sets the peak
+    assert narrow.memory.activation == base.memory.activation  # one no wider than the target leaves it

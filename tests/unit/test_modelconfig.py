@@ -114,3 +114,10 @@ def test_state_layers_without_their_shape_are_refused() -> None:
     config["layer_types"] = ["linear_attention", "full_attention"] * 16
     with pytest.raises(PlanError, match="state shape"):
         profile_from_config("x", config, GIB, "x")
+
+
+def test_glm45_air_is_gqa_with_an_mtp_layer() -> None:
+    profile = from_fixture("zai-org--GLM-4.5-Air")
+    assert profile.moe and (profile.kv_heads, profile.head_dim, profile.full_attention_layers) == (8, 128, 46)
+    assert profile.speculative.mtp_layers == 1
+    assert bf16_bytes_per_token(profile) == 46 * 2 * 8 * 128 * 2

@@ -76,6 +76,22 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "num_experts_per_tok": 2,
         "moe_intermediate_size": 128,
     },
+    # GLM-4.x MoE: GQA with partial rotary, dense first layer then routed experts (zai-org/GLM-4.5-Air).
+    "glm4_moe (MoE GQA, partial rotary)": {
+        "architectures": ["Glm4MoeForCausalLM"],
+        "model_type": "glm4_moe",
+        "num_hidden_layers": 3,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "partial_rotary_factor": 0.5,
+        "n_routed_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 128,
+        "first_k_dense_replace": 1,
+        "n_group": 1,
+        "topk_group": 1,
+    },
     # gpt-oss: sliding window 128 on every other layer, attention sinks (openai/gpt-oss-120b config.json).
     "gpt_oss (sliding + sinks, MoE)": {
         "architectures": ["GptOssForCausalLM"],
