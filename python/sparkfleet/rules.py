@@ -348,7 +348,7 @@ def _drafter_config(drafter: str) -> dict[str, object]:
     """A hub id's @REVISION becomes the speculative config's own revision field; a directory is loaded as is."""
     if drafter.startswith(("/", ".", "~")) or "@" not in drafter:
         return {"model": drafter}
-    repo, _, revision = drafter.partition("@")
+    repo, revision = drafter.split("@", 1)
     return {"model": repo, "revision": revision}
 
 
