@@ -41,7 +41,7 @@ class FakeHost:
         self.since = since
         self.answers = True
         self.restarts: list[list[str]] = []
-        monkeypatch.setattr(probe, "unit_state", lambda unit: (self.active, self.since))
+        monkeypatch.setattr(probe, "unit_state", lambda unit: (self.active, self.since, False))
         monkeypatch.setattr(probe, "infer", self.infer)
         monkeypatch.setattr(probe.subprocess, "run", self.run)
 
@@ -103,7 +103,7 @@ def test_watchdog_forgets_misses_of_an_earlier_start_and_ignores_inactive_units(
 
 
 def test_ready_fails_fast_on_a_failed_unit(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(probe, "unit_state", lambda unit: ("failed", 0.0))
+    monkeypatch.setattr(probe, "unit_state", lambda unit: ("failed", 0.0, False))
     monkeypatch.setattr(probe, "journal", lambda unit: "last lines")
     args = SimpleNamespace(unit="u.service", url="http://127.0.0.1:1", env_file="/nonexistent", timeout=60)
     with pytest.raises(SystemExit):
@@ -113,7 +113,7 @@ def test_ready_fails_fast_on_a_failed_unit(monkeypatch: pytest.MonkeyPatch, caps
 
 
 def test_ready_reports_a_refused_key(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(probe, "unit_state", lambda unit: ("active", 1.0))
+    monkeypatch.setattr(probe, "unit_state", lambda unit: ("active", 1.0, False))
     monkeypatch.setattr(probe, "journal", lambda unit: "")
 
     def refuse(url: str, *_: Any, **__: Any) -> tuple[int, str]:
@@ -126,3 +126,39 @@ def test_ready_reports_a_refused_key(monkeypatch: pytest.MonkeyPatch, capsys: py
     with pytest.raises(SystemExit):
         probe.ready(args, {"path": "/v1/chat/completions", "body": {}}, "wrong")
     assert "refused (401)" in json.loads(capsys.readouterr().out)["reason"]
+
+
+def test_ready_waits_through_a_restart_that_passes_through_failed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Measured in the podman sandbox: a restart's stop ends "failed" (result 'timeout') while the
+    # restart job is still queued, then the unit starts; a probe polling then must keep waiting.
+    states = iter([("deactivating", 0.0, True), ("failed", 0.0, True), ("activating", 50.0, True), ("active", 50.0, False)])
+    current: list[tuple[str, float, bool]] = []
+
+    def unit_state(unit: str) -> tuple[str, float, bool]:
+        current[:] = [next(states, current[0] if current else ("active", 50.0, False))]
+        return current[0]
+
+    def serve(url: str, *_: Any, **__: Any) -> tuple[int, str]:
+        if current[0][0] != "active":
+            raise urllib.error.URLError("connection refused")
+        return 200, json.dumps({"choices": [{"message": {"content": "hi"}}]})
+
+    monkeypatch.setattr(probe, "unit_state", unit_state)
+    monkeypatch.setattr(probe, "request", serve)
+    monkeypatch.setattr(probe.time, "sleep", lambda _: None)
+    args = SimpleNamespace(unit="u.service", url="http://h", env_file="/etc/x.env", timeout=60)
+    probe.ready(args, {"path": "/v1/chat/completions", "body": {}}, None)
+    out = json.loads(capsys.readouterr().out)
+    assert out["ready"] is True and out["reply"] == "hi"
+
+
+def test_unit_state_reads_a_queued_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    shown = {
+        "queued": "ActiveState=failed\nActiveEnterTimestampMonotonic=0\nJob=2243\n",
+        "idle": "ActiveState=failed\nJob=\n",
+    }
+    for name, text in shown.items():
+        monkeypatch.setattr(probe.subprocess, "run", lambda argv, text_=text, **_: SimpleNamespace(stdout=text_))
+        assert probe.unit_state("u.service") == ("failed", 0.0, name == "queued")

@@ -22,14 +22,16 @@ import urllib.request
 
 
 def unit_state(unit):
+    """(ActiveState, seconds since its last activation, whether a job such as a restart is queued)."""
     out = subprocess.run(
-        ["systemctl", "show", unit, "-p", "ActiveState", "-p", "ActiveEnterTimestampMonotonic"],
+        ["systemctl", "show", unit, "-p", "ActiveState", "-p", "ActiveEnterTimestampMonotonic", "-p", "Job"],
         capture_output=True,
         text=True,
         check=False,
     ).stdout
     values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-    return values.get("ActiveState", "unknown"), int(values.get("ActiveEnterTimestampMonotonic") or 0) / 1e6
+    since = int(values.get("ActiveEnterTimestampMonotonic") or 0) / 1e6
+    return values.get("ActiveState", "unknown"), since, bool(values.get("Job", "").strip())
 
 
 def api_key(env_file):
@@ -85,8 +87,10 @@ def ready(args, warmup, key):
     deadline = began + args.timeout
     health_at = None
     while time.monotonic() < deadline:
-        state, since = unit_state(args.unit)
-        if state in ("failed", "inactive"):
+        state, since, job_queued = unit_state(args.unit)
+        # A restart passes through failed or inactive on its way back (a stop that timed out ends
+        # "failed"); only a unit with no job left to run it is down for good.
+        if state in ("failed", "inactive") and not job_queued:
             fail(args.unit, f"the unit is {state}")
         try:
             if health_at is None and request(f"{args.url}/health", timeout=5)[0] == 200:
@@ -136,7 +140,7 @@ def save_state(path, state):
 
 
 def watchdog(args, warmup, key):
-    active, since = unit_state(args.unit)
+    active, since = unit_state(args.unit)[:2]
     if active != "active":
         print(f"{args.unit} is {active}: standing down")
         return
