@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -86,7 +87,13 @@ def _fork(tmp_path: Path, transformers: str) -> tuple[str, str]:
     return f"file://{repo}", sha
 
 
-def test_a_git_fork_locks_its_own_requirements_at_the_commit_its_ref_names(tmp_path: Path) -> None:
+def test_a_git_fork_locks_its_own_requirements_at_the_commit_its_ref_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two live resolves seconds apart differed once in CI: a file uploaded between them changed the
+    # lock. Both see the index as it stood two days ago (uv's upload-time cutoff), so only the ref's
+    # spelling differs between them.
+    monkeypatch.setenv("UV_EXCLUDE_NEWER", (datetime.now(UTC) - timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%SZ"))
     url, sha = _fork(tmp_path, "transformers >= 5.16.1, < 5.18.0")
     lock = gb10(vllm_source="git", vllm_git_repo=url, vllm_git_ref="dflash-preview")
     assert lock.source == "git" and lock.git_sha == sha and "vllm" not in lock.packages
