@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from .catalog import get_profile, load_catalog
 from .cluster import NcclLibraries, NodeFacts, cluster_problems, interconnect, interconnect_env, nccl_choice
 from .doctor import Status, diagnose, render
+from .door import DoorPlan, client_digests, door_plan_from
 from .errors import PlanError, from_validation
 from .hostplan import HostPlan, InstanceRequest, endpoint, plan_host
 from .modelconfig import profile_from_config
@@ -182,3 +183,12 @@ def cluster_check(nodes: Any, head: str, interface: str) -> list[str]:
     if head not in parsed:
         raise PlanError("ray_cluster_head", f"{head!r} is not one of the cluster's hosts {sorted(parsed)}")
     return cluster_problems(head, parsed, interface)
+
+
+def front_door_plan(host_plan_data: Any, settings: Any, variable: str = "front_door") -> DoorPlan:
+    """The door plan from the role's variables: clients arrive as {name, key} and leave as digests."""
+    settings = plain(settings)
+    if not isinstance(settings, dict):
+        raise PlanError(variable, "the door settings must be a mapping")
+    digests = client_digests(settings.get("clients", []), f"{variable}_clients")
+    return door_plan_from(plain(host_plan_data), {**settings, "clients": digests}, variable)

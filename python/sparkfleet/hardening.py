@@ -26,6 +26,7 @@ class UnitKind(str, Enum):
     NODE_EXPORTER = "node_exporter"  # Debian's prometheus-node-exporter (a drop-in)
     PROMETHEUS = "prometheus"  # Debian's prometheus (a drop-in)
     DROP_CACHES = "drop_caches"  # the oneshot that frees the page cache before each vLLM start
+    FRONT_DOOR = "front_door"  # the OS's nginx (a drop-in): root master, workers as www-data
 
 
 class Directive(Strict):
@@ -157,6 +158,8 @@ def sandbox(
         return out
     if kind is UnitKind.DROP_CACHES:
         return _drop_caches(out)
+    if kind is UnitKind.FRONT_DOOR:
+        return _front_door(out)
     out += [
         _d("MemoryDenyWriteExecute", "yes", "no writable+executable memory"),
         _d("PrivateDevices", "yes", "no physical devices"),
@@ -207,6 +210,32 @@ def _drop_caches(common: list[Directive]) -> list[Directive]:
         _d("IPAddressDeny", "any", "no network at all"),
         _d("SystemCallFilter", "@system-service", "only the system calls services use"),
         _d("SystemCallErrorNumber", "EPERM", "a filtered system call fails instead of killing the process"),
+    ]
+
+
+def _front_door(common: list[Directive]) -> list[Directive]:
+    """nginx's master starts as root to bind the port, read the keys and hand the workers to www-data."""
+    relaxed = {
+        "CapabilityBoundingSet": _d(
+            "CapabilityBoundingSet",
+            "CAP_NET_BIND_SERVICE CAP_SETUID CAP_SETGID CAP_CHOWN CAP_KILL CAP_DAC_OVERRIDE",
+            "relaxed: bind the TLS port, run workers as www-data, own its temp directories, signal its workers, "
+            "open the logs Debian's logrotate leaves to www-data:adm 0640",
+        ),
+        "UMask": _d("UMask", "0027", "logs and temp files readable by its group (adm reads the logs), no one else"),
+    }
+    return [
+        *(relaxed.get(d.name, d) for d in common),
+        _d(
+            "ReadWritePaths",
+            "/var/log/nginx /var/lib/nginx /run",
+            "its logs, its temp directories and its pid file (/run/nginx.pid)",
+        ),
+        _d("MemoryDenyWriteExecute", "yes", "no writable+executable memory (njs is interpreted; no PCRE JIT)"),
+        _d("PrivateDevices", "yes", "no physical devices"),
+        _d("SystemCallFilter", "@system-service", "only the system calls services use"),
+        _d("SystemCallErrorNumber", "EPERM", "a filtered system call fails instead of killing the process"),
+        _d("RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6", "its listener and the loopback instances"),
     ]
 
 

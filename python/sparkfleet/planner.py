@@ -519,11 +519,15 @@ def plan(
     drafter: ModelProfile | None = None,
 ) -> ServePlan:
     """The plan for one instance; `drafter` is the profile of intent.drafter, read by the caller."""
-    if not intent.binds_loopback_only and not intent.api_key and not intent.allow_unauthenticated_bind:
+    if not intent.binds_loopback_only and not intent.allow_unauthenticated_bind:
         raise PlanError(
             "intent.host",
-            f"binding {intent.host} without an API key exposes the server",
-            ("api_key true", "host 127.0.0.1", "allow_unauthenticated_bind true"),
+            f"binding {intent.host} exposes vLLM's whole app: its --api-key guards only the /v1 routes "
+            "(/invocations, /tokenize, /metrics answer without it)",
+            (
+                "host 127.0.0.1 with the front_door role in front (TLS, a key on every path)",
+                "allow_unauthenticated_bind true on a network you trust entirely",
+            ),
         )
     r = _resolve(host, profile, intent, drafter)
     geo = _geometry(profile, intent, r, host.platform)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkfleet.adapters import host_plan
+from sparkfleet.adapters import front_door_plan, host_plan
 from sparkfleet.hardening import check_clients
 from sparkfleet.monitoring import thresholds
 from sparkfleet.recipes import inputs_from
@@ -31,6 +31,10 @@ def instance(**changes: Any) -> dict[str, Any]:
 
 def serve(*items: Any, facts: Any = None) -> Callable[[], Any]:
     return lambda: host_plan(SPARK if facts is None else facts, list(items), "vllm_serve_instances")
+
+
+def door(*items: Any, **settings: Any) -> Callable[[], Any]:
+    return lambda: front_door_plan(host_plan(SPARK, list(items), "vllm_serve_instances").model_dump(), settings)
 
 
 def install(**changes: Any) -> Callable[[], Any]:
@@ -81,7 +85,7 @@ CASES = [
     Case("a drafter nothing has read", serve(instance(intent={"speculative": "eagle3", "drafter": "org/draft"})), "vllm_serve_instances[0] (qwen) intent.drafter", "drafter_weights_gib"),
     Case("misspelt intent key", serve(instance(intent={"max_ctx": 65536})), "vllm_serve_instances[0].intent.max_ctx", "Extra inputs"),
     Case("intent that is not a mapping", serve({**instance(), "intent": "65536"}), "vllm_serve_instances[0].intent", "must be a mapping"),
-    Case("every address without an API key", serve(instance(intent={"host": "0.0.0.0"})), "vllm_serve_instances[0] (qwen) intent.host", "without an API key"),
+    Case("every address, key or not", serve(instance(intent={"host": "0.0.0.0", "api_key": True})), "vllm_serve_instances[0] (qwen) intent.host", "guards only the /v1 routes"),
     Case("host facts from an unknown platform", serve(instance(), facts={**SPARK, "platform": "tpu"}), "sparkfleet_facts.platform"),
     Case("a capability sparkfleet does not know", serve(instance(), facts={**SPARK, "vllm_capabilities": ["eagle9"]}), "sparkfleet_facts.vllm_capabilities", "not a capability"),
     Case("vLLM version 'latest'", install(vllm_version="latest"), "vllm_install_vllm_version", "not a version"),
@@ -98,6 +102,11 @@ CASES = [
     Case("misspelt alert threshold", lambda: thresholds({"kv_cache": 0.8}), "monitoring_alerts.kv_cache", "Extra inputs"),
     Case("KV alert threshold above 1", lambda: thresholds({"kv_cache_usage": 1.5}), "monitoring_alerts.kv_cache_usage"),
     Case("client network that is a name", lambda: check_clients(["office"], "vllm_serve_allowed_clients"), "vllm_serve_allowed_clients[0]"),
+    Case("door client key too short", door(instance(), clients=[{"name": "laptop", "key": "hunter2"}]), "front_door_clients[0].key", "the key is not shown"),
+    Case("one key for two door clients", door(instance(), clients=[{"name": "a", "key": "k" * 32}, {"name": "b", "key": "k" * 32}]), "front_door_clients[1].key", "its own"),
+    Case("door on an instance's port", door(instance(), port=8000), "front_door_port", "port of instance qwen"),
+    Case("a public instance behind the door", door(instance(intent={"host": "0.0.0.0", "allow_unauthenticated_bind": True})), "vllm_serve_instances (qwen).host", "loopback only"),
+    Case("two instances with one model name", door(instance(intent={"served_name": "chat"}), instance(name="qwen2", intent={"port": 8001, "served_name": "chat"})), "vllm_serve_instances (qwen2).served_name", "unique"),
 ]
 # fmt: on
 

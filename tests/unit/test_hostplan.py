@@ -27,7 +27,11 @@ def test_two_instances_that_fit_are_planned_side_by_side() -> None:
 
 def test_port_clash_names_the_second_instance_and_a_free_port() -> None:
     with pytest.raises(PlanError) as err:
-        plan_host(spark(), [request("a", 8000), request("b", 8000, host="0.0.0.0", api_key=True)], "vllm_serve_instances")
+        plan_host(
+            spark(),
+            [request("a", 8000), request("b", 8000, host="0.0.0.0", allow_unauthenticated_bind=True)],
+            "vllm_serve_instances",
+        )
     assert err.value.variable == "vllm_serve_instances[1].port"
     assert "port 8001" in str(err.value)
 

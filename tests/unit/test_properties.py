@@ -57,7 +57,7 @@ def test_no_plan_exceeds_the_caps(model: str, context: int, seqs: int, profile: 
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from(PROFILES), st.text(alphabet="abcdefXYZ0123456789", min_size=12, max_size=40))
 def test_argv_never_holds_a_secret(model: str, secret: str) -> None:
-    result = _plan(model, 8192, 1, api_key=True, host="0.0.0.0")
+    result = _plan(model, 8192, 1, api_key=True)
     joined = " ".join(result.argv) + " ".join(result.env.values())
     assert "--api-key" not in result.argv
     assert secret not in joined

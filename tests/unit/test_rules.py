@@ -175,10 +175,17 @@ def test_the_context_refusal_names_every_way_the_profile_allows() -> None:
     assert any("allow_yarn true" in hint for hint in qwen.value.suggestions)
 
 
-def test_public_bind_without_key_is_refused_and_key_never_in_argv() -> None:
-    with pytest.raises(PlanError, match="intent.host"):
-        argv_of(NANO, host="0.0.0.0")
-    result = plan(spark(), get_profile(NANO), Intent(host="0.0.0.0", api_key=True))
+def test_public_bind_is_refused_even_with_a_key_naming_the_door() -> None:
+    # vLLM's --api-key guards only /v1: a key does not make a public bind safe.
+    for keyed in (False, True):
+        with pytest.raises(PlanError, match="intent.host") as err:
+            argv_of(NANO, host="0.0.0.0", api_key=keyed)
+        assert "/invocations" in err.value.problem
+        assert any("front_door" in hint for hint in err.value.suggestions)
+
+
+def test_a_key_never_reaches_argv() -> None:
+    result = plan(spark(), get_profile(NANO), Intent(api_key=True))
     assert result.secret_env == ["VLLM_API_KEY"]
     assert "--api-key" not in result.argv
     assert "VLLM_API_KEY" not in result.env

@@ -1,0 +1,140 @@
+"""The front door's plan: routes by model name, the allow-list, clients kept as digests, refusals."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from conftest import spark
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparkfleet.adapters import front_door_plan
+from sparkfleet.catalog import get_profile
+from sparkfleet.door import GENERATE_PATHS, key_digest
+from sparkfleet.errors import PlanError
+from sparkfleet.hostplan import HostPlan, InstanceRequest, plan_host
+from sparkfleet.models import Intent
+
+NANO = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"
+KEY_A = "a" * 40
+KEY_B = "B-" + "b" * 38
+
+
+def host(*instances: tuple[str, int, dict[str, object]]) -> HostPlan:
+    requests = [
+        InstanceRequest(
+            name=name,
+            profile=get_profile(NANO),
+            model_ref=NANO,
+            intent=Intent(port=port, max_context=8192, concurrency=1, **intent),  # type: ignore[arg-type]
+        )
+        for name, port, intent in instances
+    ]
+    return plan_host(spark(), requests, "vllm_serve_instances")
+
+
+TWO = (("coder", 8000, {"served_name": "coder"}), ("chat", 8001, {"served_name": "chat"}))
+
+
+def door(plan: HostPlan, **settings: object) -> dict[str, object]:
+    return front_door_plan(plan.model_dump(mode="json"), settings).model_dump(mode="json")
+
+
+def test_each_model_name_routes_to_its_loopback_instance() -> None:
+    result = door(host(*TWO), clients=[{"name": "alice", "key": KEY_A}])
+    routes = {r["served_name"]: (r["instance"], r["upstream"], r["paths"]) for r in result["routes"]}  # type: ignore[union-attr]
+    assert routes == {
+        "chat": ("chat", "127.0.0.1:8001", list(GENERATE_PATHS)),
+        "coder": ("coder", "127.0.0.1:8000", list(GENERATE_PATHS)),
+    }
+    assert result["paths"] == sorted(GENERATE_PATHS)
+    assert [m["id"] for m in result["models"]["data"]] == ["chat", "coder"]  # type: ignore[index]
+
+
+def test_keys_leave_the_planner_only_as_digests() -> None:
+    result = door(host(*TWO), clients=[{"name": "alice", "key": KEY_A}, {"name": "bob", "key": KEY_B}])
+    assert result["clients"] == [
+        {"name": "alice", "key_sha256": hashlib.sha256(KEY_A.encode()).hexdigest()},
+        {"name": "bob", "key_sha256": key_digest(KEY_B)},
+    ]
+    text = json.dumps(result)
+    assert KEY_A not in text and KEY_B not in text
+
+
+def test_an_instance_bound_beyond_loopback_is_refused_by_the_door() -> None:
+    public = host(("open", 8000, {"host": "0.0.0.0", "allow_unauthenticated_bind": True}))
+    with pytest.raises(PlanError) as err:
+        door(public)
+    assert err.value.variable == "vllm_serve_instances (open).host"
+    assert "loopback only" in err.value.problem
+
+
+def test_one_model_name_on_two_instances_is_refused() -> None:
+    with pytest.raises(PlanError, match="routes by the model name"):
+        door(host(("a", 8000, {"served_name": "same"}), ("b", 8001, {"served_name": "same"})))
+
+
+@pytest.mark.parametrize(("port", "why"), [(8001, "port of instance chat"), (9090, "Prometheus")])
+def test_a_door_port_that_clashes_is_refused(port: int, why: str) -> None:
+    with pytest.raises(PlanError) as err:
+        door(host(*TWO), port=port)
+    assert err.value.variable == "front_door_port"
+    assert why in err.value.problem
+
+
+@pytest.mark.parametrize(
+    ("clients", "variable"),
+    [
+        ([{"name": "alice", "key": "short"}], "front_door_clients[0].key"),
+        ([{"name": "alice", "key": KEY_A + "\n"}], "front_door_clients[0].key"),
+        ([{"name": "alice", "key": KEY_A + '"; return 200;'}], "front_door_clients[0].key"),
+        ([{"name": "alice"}], "front_door_clients[0]"),
+        ([{"name": "Alice Smith", "key": KEY_A}], "front_door_clients[0].name"),
+        ([{"name": "alice\n", "key": KEY_A}], "front_door_clients[0].name"),
+        ([{"name": "alice", "key": KEY_A}, {"name": "alice", "key": KEY_B}], "front_door_clients[1].name"),
+        ([{"name": "alice", "key": KEY_A}, {"name": "bob", "key": KEY_A}], "front_door_clients[1].key"),
+    ],
+)
+def test_bad_clients_are_refused_naming_the_entry(clients: list[dict[str, str]], variable: str) -> None:
+    with pytest.raises(PlanError) as err:
+        door(host(*TWO), clients=clients)
+    assert str(err.value).startswith(variable)
+    assert KEY_A not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("setting", "variable"),
+    [
+        ({"address": "every"}, "front_door_address"),
+        ({"server_name": "spark01\nserver_name evil"}, "front_door_server_name"),
+        ({"tls": "none"}, "front_door_tls"),
+        ({"limits": {"concurrency": 0}}, "front_door_limits.concurrency"),
+        ({"limits": {"burst_size": 3}}, "front_door_limits.burst_size"),
+    ],
+)
+def test_bad_settings_name_their_variable(setting: dict[str, object], variable: str) -> None:
+    with pytest.raises(PlanError) as err:
+        door(host(*TWO), **setting)
+    assert str(err.value).startswith(variable)
+
+
+@given(
+    st.text(min_size=1, max_size=80).filter(lambda s: any(not (c.isascii() and (c.isalnum() or c in "._~+/=-")) for c in s))
+)
+def test_a_key_with_anything_a_header_or_config_could_split_is_refused_unshown(key: str) -> None:
+    with pytest.raises(PlanError) as err:
+        front_door_plan(
+            {
+                "instances": {},
+                "endpoints": {},
+                "footprint_gib": 0,
+                "usable_gib": 1,
+                "mem_total_gib": 1,
+                "host_reserve_gib": 0,
+            },
+            {"clients": [{"name": "x", "key": key * 40}]},
+        )
+    assert err.value.variable == "front_door_clients[0].key"
+    assert key * 40 not in str(err.value)
