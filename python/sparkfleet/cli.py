@@ -49,7 +49,7 @@ def _drafter(ref: str | None, weights_known: bool) -> tuple[ModelProfile | None,
     if ref is None:
         return None, None, None
     if os.path.isdir(ref):
-        return profile_from_dir(ref), ref, None
+        return profile_from_dir(ref), os.path.abspath(ref), None
     hub_model = read_hub_model(ref, weights_known=weights_known)
     note = f"drafter read from {hub_model.source} ({hub_model.weights.describe()})"
     return profile_from_hub(hub_model), f"{hub_model.repo_id}@{hub_model.commit}", note

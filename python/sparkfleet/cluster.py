@@ -34,7 +34,7 @@ class Interconnect(Strict):
     @field_validator("interface")
     @classmethod
     def _ifname(cls, value: str) -> str:
-        if not _IFNAME.match(value):
+        if not _IFNAME.fullmatch(value):
             raise ValueError(f"{value!r} is not a network interface name (ip -br link lists them)")
         return value
 
@@ -42,7 +42,7 @@ class Interconnect(Strict):
     @classmethod
     def _hcas(cls, value: list[str]) -> list[str]:
         for hca in value:
-            if not _HCA.match(hca):
+            if not _HCA.fullmatch(hca):
                 raise ValueError(f"{hca!r} is not an RDMA device name (ibdev2netdev lists them)")
         return value
 

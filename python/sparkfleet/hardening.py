@@ -27,6 +27,7 @@ class UnitKind(str, Enum):
     PROMETHEUS = "prometheus"  # Debian's prometheus (a drop-in)
     DROP_CACHES = "drop_caches"  # the oneshot that frees the page cache before each vLLM start
     FRONT_DOOR = "front_door"  # the OS's nginx (a drop-in): root master, workers as www-data
+    DOOR_METRICS = "door_metrics"  # the oneshot that turns the door's access log into textfile metrics
 
 
 class Directive(Strict):
@@ -160,6 +161,19 @@ def sandbox(
         return _drop_caches(out)
     if kind is UnitKind.FRONT_DOOR:
         return _front_door(out)
+    if kind is UnitKind.DOOR_METRICS:
+        return [
+            *out,
+            _d("SupplementaryGroups", "adm", "reads the door's access log, which Debian's logrotate gives to group adm"),
+            _d("StateDirectory", "sparkfleet-door-metrics", "its counters and log offset survive between runs"),
+            _d("MemoryDenyWriteExecute", "yes", "no writable+executable memory"),
+            _d("PrivateDevices", "yes", "no physical devices"),
+            _d("PrivateNetwork", "yes", "no network at all"),
+            _d("RestrictAddressFamilies", "AF_UNIX", "no network sockets"),
+            _d("IPAddressDeny", "any", "no network at all"),
+            _d("SystemCallFilter", "@system-service", "only the system calls services use"),
+            _d("SystemCallErrorNumber", "EPERM", "a filtered system call fails instead of killing the process"),
+        ]
     out += [
         _d("MemoryDenyWriteExecute", "yes", "no writable+executable memory"),
         _d("PrivateDevices", "yes", "no physical devices"),

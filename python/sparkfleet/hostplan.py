@@ -27,7 +27,7 @@ class InstanceRequest(Strict):
     @field_validator("name")
     @classmethod
     def _name_shape(cls, value: str) -> str:
-        if not _INSTANCE_NAME.match(value):
+        if not _INSTANCE_NAME.fullmatch(value):
             raise ValueError(f"name {value!r}: lower-case letters, digits and '-', at most 40 characters")
         return value
 

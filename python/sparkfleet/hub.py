@@ -24,13 +24,13 @@ from .modelconfig import profile_from_config
 from .models import ModelProfile, ProfileArg
 
 # ORG/NAME with an optional @REVISION (a branch, tag or commit), as the hub spells repository ids.
-_MODEL_REF = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96})(?:@(?P<revision>[\w./-]{1,255}))?$")
+_MODEL_REF = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96})(?:@(?P<revision>[\w./-]{1,255}))?$", re.ASCII)
 SUMMARY_SCHEMA = 1
 T = TypeVar("T")
 
 
 def parse_model_ref(ref: str) -> tuple[str, str | None]:
-    match = _MODEL_REF.match(ref)
+    match = _MODEL_REF.fullmatch(ref)
     if not match:
         raise PlanError(
             "model",

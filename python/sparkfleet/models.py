@@ -280,6 +280,10 @@ class KvDtype(str, Enum):
 
 
 _SERVED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$")
+# A drafter is a hub id (ORG/NAME[@REVISION]) or an absolute directory: it reaches the unit's ExecStart
+# and comments, so nothing that could end a line, start an option or climb out of a path.
+_DRAFTER_HUB = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}(@[\w./-]{1,255})?", re.ASCII)
+_DRAFTER_DIR = re.compile(r"(/[A-Za-z0-9_][A-Za-z0-9._@+-]{0,254}){1,32}", re.ASCII)
 
 
 class Intent(Strict):
@@ -307,10 +311,23 @@ class Intent(Strict):
     max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = None
     host_reserve_gib: Annotated[float, Field(ge=0)] | None = None
 
+    @field_validator("drafter")
+    @classmethod
+    def _drafter_shape(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        climbs = any(part in (".", "..") for part in value.split("/"))
+        if climbs or not (_DRAFTER_HUB.fullmatch(value) or _DRAFTER_DIR.fullmatch(value)):
+            raise ValueError(
+                "drafter: a hub id ORG/NAME[@REVISION] or an absolute directory (letters, digits and ._@+-, "
+                "no '..'), nothing else"
+            )
+        return value
+
     @field_validator("served_name")
     @classmethod
     def _served_name_shape(cls, value: str | None) -> str | None:
-        if value is not None and not _SERVED_NAME.match(value):
+        if value is not None and not _SERVED_NAME.fullmatch(value):
             raise ValueError("served_name: letters, digits and ._/:- only, at most 128 characters")
         return value
 

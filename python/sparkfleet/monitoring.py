@@ -24,7 +24,7 @@ from .sources import SEED_GUIDE, SEED_SM121, SEED_VLLM_BLOG
 VLLM_JOB = "sparkfleet-vllm"
 NODE_JOB = "sparkfleet-node"
 BY = "sparkfleet_host, sparkfleet_instance"
-_DURATION = re.compile(r"^[1-9][0-9]*(ms|s|m|h)$|^0s$")
+_DURATION = re.compile(r"[1-9][0-9]*(ms|s|m|h)|0s")
 
 
 class Thresholds(Strict):
@@ -34,6 +34,8 @@ class Thresholds(Strict):
     ttft_p95_seconds: Annotated[float, Field(gt=0)] = 10.0
     memory_floor_fraction: Annotated[float, Field(gt=0, le=1)] = 0.5
     spec_acceptance: Annotated[float, Field(gt=0, lt=1)] = 0.3
+    door_error_ratio: Annotated[float, Field(gt=0, le=1)] = 0.05
+    door_auth_failures_per_minute: Annotated[float, Field(gt=0)] = 30.0
     down_for: str = "2m"
     stalled_for: str = "2m"
     sustained_for: str = "5m"
@@ -41,7 +43,7 @@ class Thresholds(Strict):
     @field_validator("down_for", "stalled_for", "sustained_for")
     @classmethod
     def _duration(cls, value: str) -> str:
-        if not _DURATION.match(value):
+        if not _DURATION.fullmatch(value):
             raise ValueError(f"{value!r} is not a Prometheus duration such as 30s, 2m or 1h")
         return value
 
@@ -88,6 +90,12 @@ RECORDINGS: tuple[Recording, ...] = (
     Recording(
         "sparkfleet:vllm_prefix_cache_hit:ratio5m",
         f"{_rate('vllm:prefix_cache_hits_total', '5m')} / {_rate('vllm:prefix_cache_queries_total', '5m')}",
+    ),
+    # The front door's own counters (node_exporter textfile, front_door role): answers in 5xx over all.
+    Recording(
+        "sparkfleet:door_5xx:ratio5m",
+        'sum by (sparkfleet_host) (rate(sparkfleet_door_requests_total{code="5xx"}[5m]))'
+        " / sum by (sparkfleet_host) (rate(sparkfleet_door_requests_total[5m]))",
     ),
     Recording(
         "sparkfleet:vllm_spec_decode_acceptance:ratio5m",
@@ -169,6 +177,24 @@ ALERTS: tuple[Alert, ...] = (
         "critical",
         "{{ $labels.sparkfleet_instance }} on {{ $labels.sparkfleet_host }} has running requests but generates nothing",
         f"{SEED_SM121}: a wedged engine still answers /health; the watchdog restarts it",
+    ),
+    Alert(
+        "SparkfleetDoorServerErrors",
+        "sparkfleet:door_5xx:ratio5m",
+        "> {th.door_error_ratio}",
+        "sustained_for",
+        "critical",
+        "The front door of {{ $labels.sparkfleet_host }} answers {{ $value | humanizePercentage }} of requests with 5xx",
+        "front_door: 503 while an instance (re)starts; a lasting share means an instance that cannot serve",
+    ),
+    Alert(
+        "SparkfleetDoorAuthFailures",
+        "sum by (sparkfleet_host) (rate(sparkfleet_door_auth_failures_total[5m])) * 60",
+        "> {th.door_auth_failures_per_minute}",
+        "sustained_for",
+        "warning",
+        "The front door of {{ $labels.sparkfleet_host }} refuses {{ $value }} requests a minute for a missing or bad key",
+        "front_door: a revoked key still in use, or someone trying keys",
     ),
     Alert(
         "SparkfleetSpecDecodeAcceptanceLow",

@@ -17,13 +17,13 @@ from .errors import from_validation
 from .models import Platform, Strict, known_capabilities
 from .release import GB10_CUDA_SOURCE, Lock, LockRequest, Target, lock_release_id, target_for
 
-_VERSION = re.compile(r"^\d+(\.\d+){1,3}([.+-]?[A-Za-z0-9.]+)*$")
+_VERSION = re.compile(r"^\d+(\.\d+){1,3}([.+-]?[A-Za-z0-9.]+)*$", re.ASCII)
 # A git ref: a branch, tag or commit; no leading '-' (it would be read as an option) and no '..'.
 _GIT_REF = re.compile(r"^(?!-)(?!.*\.\.)[A-Za-z0-9._/-]{1,200}$")
 _REQUIREMENT = re.compile(
-    r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?\s*(([=<>!~]=?|===)\s*[A-Za-z0-9.*+!_-]+\s*,?\s*)*$"
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])? *(([=<>!~]=?|===) *[A-Za-z0-9.*+!_-]+ *,? *)*$"
 )
-_URL = re.compile(r"^(https?|file)://\S+$")
+_URL = re.compile(r"^(https?|file)://[!-~]+$")
 
 TRITON_PTXAS = "lib/python{python}/site-packages/triton/backends/nvidia/bin/ptxas"
 DIST_ALIAS = "vllm-dist-alias"
@@ -81,21 +81,21 @@ class InstallInputs(Strict):
     @field_validator("uv_version", "vllm_version")
     @classmethod
     def _version(cls, value: str) -> str:
-        if not _VERSION.match(value):
+        if not _VERSION.fullmatch(value):
             raise ValueError(f"{value!r} is not a version such as 0.32.0")
         return value
 
     @field_validator("torch_version", "torchvision_version", "flashinfer_version", "ray_version")
     @classmethod
     def _optional_version(cls, value: str | None) -> str | None:
-        if value is not None and not _VERSION.match(value):
+        if value is not None and not _VERSION.fullmatch(value):
             raise ValueError(f"{value!r} is not a version such as 2.12.0+cu130")
         return value
 
     @field_validator("vllm_git_ref")
     @classmethod
     def _ref(cls, value: str | None) -> str | None:
-        if value is not None and not _GIT_REF.match(value):
+        if value is not None and not _GIT_REF.fullmatch(value):
             raise ValueError(f"{value!r} is not a git branch, tag or commit")
         return value
 
@@ -103,7 +103,7 @@ class InstallInputs(Strict):
     @classmethod
     def _requirements(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
         for item in value or ():
-            if not _REQUIREMENT.match(item):
+            if not _REQUIREMENT.fullmatch(item):
                 raise ValueError(f"{item!r} is not a requirement such as transformers>=5.0")
         return value
 
@@ -111,7 +111,7 @@ class InstallInputs(Strict):
     @classmethod
     def _urls(cls, value: tuple[str, ...] | str | None) -> tuple[str, ...] | str | None:
         for url in [value] if isinstance(value, str) else value or []:
-            if not _URL.match(url):
+            if not _URL.fullmatch(url):
                 raise ValueError(f"{url!r} is not an http(s) or file URL")
         return value
 

@@ -60,7 +60,7 @@ def _run(
 
 def resolve_git_sha(repo: str, ref: str, naming: Naming = "role") -> str:
     """The commit a branch, tag or sha names, asked of the repository (a sha is taken as it is)."""
-    if _SHA.match(ref):
+    if _SHA.fullmatch(ref):
         return ref
     try:
         done = _run(["git", "ls-remote", "--", repo, ref, f"refs/tags/{ref}^{{}}"], timeout=120)

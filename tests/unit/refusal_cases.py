@@ -113,6 +113,18 @@ CASES = [
 # Refused by the role's own checks in the same preflight (exercised by Molecule's refusal cases).
 ROLE_CASES = [
     (
+        "root as the service user",
+        "sparkfleet_user",
+        '(with sparkfleet_group) "root" / "sparkfleet" would run model code as root; use a dedicated account '
+        "such as sparkfleet (host_prep creates it)",
+    ),
+    (
+        "an existing login account as the service user",
+        "sparkfleet_user",
+        "alice exists on spark01 with uid 1000 and shell /bin/bash: a login account would run model code; "
+        "name a new one (host_prep creates it with no login shell)",
+    ),
+    (
         "API key with a newline, quote, space or backslash",
         "vllm_serve_instances[N].api_key",
         "must be 16 to 512 characters of letters, digits and . _ ~ + / = - (no newline, quote, space or backslash); the key is not shown",
