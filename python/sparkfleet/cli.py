@@ -126,6 +126,7 @@ def _intent(args: argparse.Namespace, drafter: str | None) -> Intent:
         nodes=args.nodes,
         allow_yarn=args.yarn,
         allow_long_context=args.allow_long_context,
+        trust_remote_code=args.trust_remote_code,
         gpu_memory_utilization=args.gpu_memory_utilization,
         max_num_batched_tokens=args.max_num_batched_tokens,
         host_reserve_gib=args.host_reserve_gib,
@@ -174,6 +175,11 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
         "--allow-long-context",
         action="store_true",
         help="allow a context above the config's limit that the publisher supports without a rope override",
+    )
+    p.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="run the Python code the model (or drafter) repository ships (its config.json auto_map); read it first",
     )
     p.add_argument("--gpu-memory-utilization", type=float, help="predict what vLLM does at this utilization")
     p.add_argument("--max-num-batched-tokens", type=int)

@@ -177,6 +177,20 @@ def _speculative(text: dict[str, Any]) -> SpeculativeSupport:
     return SpeculativeSupport(mtp=layers > 0, mtp_layers=layers)
 
 
+def remote_code_files(config: dict[str, Any]) -> tuple[str, ...]:
+    """The Python files a config's auto_map points at ("modeling_x.XForCausalLM" is modeling_x.py)."""
+    auto_map = config.get("auto_map")
+    if not isinstance(auto_map, dict):
+        return ()
+    names: set[str] = set()
+    for value in auto_map.values():
+        for ref in value if isinstance(value, list) else [value]:
+            if isinstance(ref, str) and ref:
+                module = ref.split("--")[-1].rsplit(".", 1)[0]
+                names.add(module.replace(".", "/") + ".py")
+    return tuple(sorted(names))
+
+
 def profile_from_config(model_id: str, config: dict[str, Any], weights: int, source: str) -> ModelProfile:
     text = text_config(config)
     listed = _first(text, "hybrid_override_pattern", "layers_block_type")
@@ -242,6 +256,7 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         moe=bool(_first(text, "num_experts", "num_local_experts", "n_routed_experts")),
         multimodal=isinstance(config.get("vision_config"), dict),
         trust_remote_code=isinstance(config.get("auto_map"), dict),
+        remote_code_files=remote_code_files(config),
         # vLLM picks an attention backend per layer for hybrids; forcing one crashes them (seed 002 §7.1.1).
         force_attention_backend=state_layers is None,
         speculative=_speculative(text),

@@ -167,6 +167,8 @@ class ModelProfile(Strict):
     reasoning_parser_plugin: str | None = None
     tool_call_parser: str | None = None
     trust_remote_code: bool = False
+    # The code files its config.json's auto_map names (what --trust-remote-code would run), when read.
+    remote_code_files: tuple[str, ...] = ()
     force_attention_backend: bool = True
     kv_fp8_supported: bool = True
     kv_fp8_recommended: bool = False
@@ -307,6 +309,8 @@ class Intent(Strict):
     nodes: Annotated[int, Field(ge=1, le=64)] = 1
     allow_yarn: bool = False
     allow_long_context: bool = False
+    # Run the code a model repository ships (its config.json auto_map): only when the user says so.
+    trust_remote_code: bool = False
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
     max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = None
     host_reserve_gib: Annotated[float, Field(ge=0)] | None = None

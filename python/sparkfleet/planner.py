@@ -510,6 +510,18 @@ def _warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolv
     return out
 
 
+def _check_remote_code(profile: ModelProfile, intent: Intent, what: str) -> None:
+    """A repository's own code runs (as the service user, in every worker) only when the user asked for it."""
+    if profile.trust_remote_code and not intent.trust_remote_code:
+        files = ", ".join(profile.remote_code_files) or "the modules its config.json's auto_map names"
+        raise PlanError(
+            "intent.trust_remote_code",
+            f"{what} {profile.id} ships its own Python code ({files}), which vLLM would import and run; "
+            "sparkfleet runs a repository's code only when asked",
+            ("trust_remote_code true once you have read that code (CLI --trust-remote-code)",),
+        )
+
+
 def plan(
     host: HostFacts,
     profile: ModelProfile,
@@ -529,6 +541,9 @@ def plan(
                 "allow_unauthenticated_bind true on a network you trust entirely",
             ),
         )
+    _check_remote_code(profile, intent, "the model")
+    if drafter is not None:
+        _check_remote_code(drafter, intent, "the drafter")
     r = _resolve(host, profile, intent, drafter)
     geo = _geometry(profile, intent, r, host.platform)
     budget = _budget(host, profile, intent, r, geo)

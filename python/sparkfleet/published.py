@@ -42,7 +42,9 @@ class PublishedCase:
 
 def _nano(util: float, profile: str) -> Intent:
     # seed 003: --max-num-seqs 1 --max-model-len 8192 --kv-cache-dtype fp8 on vLLM 0.18.1 (8192 batched tokens)
+    # The field ran it with --trust-remote-code (seed 003).
     return Intent(
+        trust_remote_code=True,
         max_context=8192,
         concurrency=1,
         profile=profile,
@@ -94,7 +96,14 @@ CASES: tuple[PublishedCase, ...] = (
         "nvidia/Qwen3.6-35B-A3B-NVFP4",
         "0.23.0",
         SPARK_TOTAL_GIB,
-        Intent(max_context=65536, concurrency=4, kv_cache_dtype="fp8", speculative="mtp", gpu_memory_utilization=0.85),
+        Intent(
+            trust_remote_code=True,
+            max_context=65536,
+            concurrency=4,
+            kv_cache_dtype="fp8",
+            speculative="mtp",
+            gpu_memory_utilization=0.85,
+        ),
         f"{SEED_GUIDE} §8 start-up log",
         expected={"weights_gib": 21.94, "kv_gib": 76.49, "tokens": 4_843_965},
     ),

@@ -112,7 +112,10 @@ class InstallInputs(Strict):
     def _urls(cls, value: tuple[str, ...] | str | None) -> tuple[str, ...] | str | None:
         for url in [value] if isinstance(value, str) else value or []:
             if not _URL.fullmatch(url):
-                raise ValueError(f"{url!r} is not an http(s) or file URL")
+                raise ValueError(f"{url!r} is not an https or file URL")
+            if url.startswith("http://"):
+                # Root installs what it fetches: an index or repository in clear text can be swapped on the way.
+                raise ValueError(f"{url!r} is plain http: root builds and installs from it, so only https or file")
         return value
 
     @model_validator(mode="after")

@@ -24,7 +24,11 @@ PATCH = {"name": "fix.py", "kind": "overlay", "target": "vllm/x.py", "sha256": "
 
 
 def instance(**changes: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"name": "qwen", "model": QWEN, "intent": {"max_context": 32768, "concurrency": 4}}
+    base: dict[str, Any] = {
+        "name": "qwen",
+        "model": QWEN,
+        "intent": {"max_context": 32768, "concurrency": 4, "trust_remote_code": True},
+    }
     intent = changes.pop("intent", {})
     return {**base, **changes, "intent": {**base["intent"], **intent}}
 
@@ -85,6 +89,7 @@ CASES = [
     Case("a drafter nothing has read", serve(instance(intent={"speculative": "eagle3", "drafter": "org/draft"})), "vllm_serve_instances[0] (qwen) intent.drafter", "drafter_weights_gib"),
     Case("misspelt intent key", serve(instance(intent={"max_ctx": 65536})), "vllm_serve_instances[0].intent.max_ctx", "Extra inputs"),
     Case("intent that is not a mapping", serve({**instance(), "intent": "65536"}), "vllm_serve_instances[0].intent", "must be a mapping"),
+    Case("a model's own code without consent", serve(instance(intent={"trust_remote_code": False})), "vllm_serve_instances[0] (qwen) intent.trust_remote_code", "only when asked"),
     Case("every address, key or not", serve(instance(intent={"host": "0.0.0.0", "api_key": True})), "vllm_serve_instances[0] (qwen) intent.host", "guards only the /v1 routes"),
     Case("host facts from an unknown platform", serve(instance(), facts={**SPARK, "platform": "tpu"}), "sparkfleet_facts.platform"),
     Case("a capability sparkfleet does not know", serve(instance(), facts={**SPARK, "vllm_capabilities": ["eagle9"]}), "sparkfleet_facts.vllm_capabilities", "not a capability"),
@@ -94,6 +99,7 @@ CASES = [
     Case("capabilities declared for a release from PyPI", install(capabilities=["dflash"]), "vllm_install_capabilities", "only for a fork"),
     Case("torch pin that is not a version", install(torch_version="cu130"), "vllm_install_torch_version"),
     Case("index URL without a scheme", install(index_urls=["download.pytorch.org/whl/cu130"]), "vllm_install_index_urls"),
+    Case("index URL in plain http", install(index_urls=["http://download.pytorch.org/whl/cu130"]), "vllm_install_index_urls", "only https or file"),
     Case("extra package with a shell command", install(extra_packages=["transformers; rm -rf /"]), "vllm_install_extra_packages"),
     Case("FlashInfer JIT-cache index on a cpu host", install(platform="cpu", flashinfer_index_url="https://flashinfer.ai/whl/cu130"), "vllm_install_flashinfer_index_url", "has no FlashInfer"),
     Case("patch that climbs out of site-packages", install(patches=[{**PATCH, "target": "../../etc/passwd"}]), "vllm_install_patches[0].target", "inside"),

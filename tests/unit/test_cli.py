@@ -8,7 +8,7 @@ from sparkfleet.cli import main
 
 
 def test_plan_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plan", "nvidia/Qwen3.6-35B-A3B-NVFP4", "--json", "--memory-gib", "121.69"]) == 0
+    assert main(["plan", "nvidia/Qwen3.6-35B-A3B-NVFP4", "--json", "--memory-gib", "121.69", "--trust-remote-code"]) == 0
     data = json.loads(capsys.readouterr().out)
     for key in (
         "argv",
@@ -40,6 +40,7 @@ def test_predict_mode_reports_refusal(capsys: pytest.CaptureFixture[str]) -> Non
             "0.15",
             "--vllm-version",
             "0.18.1",
+            "--trust-remote-code",
         ]
     )
     assert code == 2
@@ -68,7 +69,10 @@ def test_overrides_plan_a_model_known_only_by_numbers(capsys: pytest.CaptureFixt
 
 
 def test_explain_and_catalog(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["explain", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", "--memory-gib", "121.69"]) == 0
+    assert (
+        main(["explain", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", "--memory-gib", "121.69", "--trust-remote-code"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "--moe-backend marlin" in out and "source:" in out
     assert main(["catalog"]) == 0
@@ -84,10 +88,21 @@ def test_bad_input_names_the_variable(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_plan_for_a_fork_with_capabilities_and_long_context(capsys: pytest.CaptureFixture[str]) -> None:
     aeon = ["plan", "AEON-7/DFlash-Qwen3.5-27B-Uncensored-NVFP4", "--memory-gib", "121.69", "--concurrency", "1"]
+    aeon.append("--trust-remote-code")
     assert main([*aeon, "--vllm-version", "0.19.0", "--speculative", "dflash"]) == 2
     assert "a fork release that declares dflash" in capsys.readouterr().err
     assert main([*aeon, "--vllm-version", "0.19.0", "--speculative", "dflash", "--capability", "dflash", "--json"]) == 0
     assert '"method":"dflash"' in " ".join(json.loads(capsys.readouterr().out)["argv"])
     nano = ["plan", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", "--memory-gib", "121.69", "--concurrency", "1"]
+    nano.append("--trust-remote-code")
     assert main([*nano, "--context", "1048576", "--allow-long-context", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["env"]["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
+
+
+def test_remote_code_runs_only_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    nano = ["plan", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", "--memory-gib", "121.69", "--json"]
+    assert main(nano) == 2
+    err = capsys.readouterr().err
+    assert "intent.trust_remote_code" in err and "--trust-remote-code" in err
+    assert main([*nano, "--trust-remote-code"]) == 0
+    assert "--trust-remote-code" in json.loads(capsys.readouterr().out)["argv"]

@@ -28,7 +28,7 @@ def host(*instances: tuple[str, int, dict[str, object]]) -> HostPlan:
             name=name,
             profile=get_profile(NANO),
             model_ref=NANO,
-            intent=Intent(port=port, max_context=8192, concurrency=1, **intent),  # type: ignore[arg-type]
+            intent=Intent(trust_remote_code=True, port=port, max_context=8192, concurrency=1, **intent),  # type: ignore[arg-type]
         )
         for name, port, intent in instances
     ]

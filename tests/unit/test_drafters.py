@@ -34,7 +34,7 @@ def speculative_config(argv: list[str]) -> dict[str, object]:
 
 
 def test_eagle3_drafter_weights_and_its_layer_are_in_the_budget() -> None:
-    base = plan(spark(), LLAMA, Intent(max_context=32768, concurrency=2))
+    base = plan(spark(), LLAMA, Intent(trust_remote_code=True, max_context=32768, concurrency=2))
     intent = Intent(
         max_context=32768, concurrency=2, speculative="eagle3", drafter="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B@abc"
     )
@@ -53,8 +53,14 @@ def test_eagle3_drafter_weights_and_its_layer_are_in_the_budget() -> None:
 
 
 def test_draft_model_with_a_smaller_page_is_counted_in_target_shaped_layers() -> None:
-    base = plan(spark(), LLAMA, Intent(max_context=32768, concurrency=2))
-    intent = Intent(max_context=32768, concurrency=2, speculative="draft_model", drafter="/srv/models/llama-3.2-1b")
+    base = plan(spark(), LLAMA, Intent(trust_remote_code=True, max_context=32768, concurrency=2))
+    intent = Intent(
+        trust_remote_code=True,
+        max_context=32768,
+        concurrency=2,
+        speculative="draft_model",
+        drafter="/srv/models/llama-3.2-1b",
+    )
     drafted = plan(spark(), LLAMA, intent, drafter=SMALL)
     assert speculative_config(drafted.argv)["model"] == "/srv/models/llama-3.2-1b"
     # 16 layers of 8 x 64 hold the KV of 8 layers of the target's 8 x 128.
@@ -64,7 +70,9 @@ def test_draft_model_with_a_smaller_page_is_counted_in_target_shaped_layers() ->
 
 def test_dflash_drafter_given_overrides_the_profiles() -> None:
     profile = get_profile("nvidia/Qwen3.6-35B-A3B-NVFP4")
-    intent = Intent(speculative="dflash", drafter="someone/Qwen3.6-35B-A3B-DFlash-v2", drafter_weights_gib=1.2)
+    intent = Intent(
+        trust_remote_code=True, speculative="dflash", drafter="someone/Qwen3.6-35B-A3B-DFlash-v2", drafter_weights_gib=1.2
+    )
     result = plan(spark(), profile, intent)
     assert speculative_config(result.argv)["model"] == "someone/Qwen3.6-35B-A3B-DFlash-v2"
     assert result.env["VLLM_USE_DEEP_GEMM"] == "0"
@@ -74,8 +82,10 @@ def test_dflash_drafter_given_overrides_the_profiles() -> None:
 
 def test_mtp_assistant_checkpoint_serves_a_model_without_heads() -> None:
     with pytest.raises(PlanError, match="drafter"):
-        plan(spark(), LLAMA, Intent(speculative="mtp"))
-    result = plan(spark(), LLAMA, Intent(speculative="mtp", drafter="/srv/models/assistant"), drafter=SMALL)
+        plan(spark(), LLAMA, Intent(trust_remote_code=True, speculative="mtp"))
+    result = plan(
+        spark(), LLAMA, Intent(trust_remote_code=True, speculative="mtp", drafter="/srv/models/assistant"), drafter=SMALL
+    )
     assert speculative_config(result.argv) == {
         "method": "mtp",
         "num_speculative_tokens": 3,
@@ -86,10 +96,10 @@ def test_mtp_assistant_checkpoint_serves_a_model_without_heads() -> None:
 @pytest.mark.parametrize(
     ("intent", "variable", "words"),
     [
-        (Intent(speculative="eagle3"), "intent.drafter", "none was given"),
-        (Intent(speculative="draft_model"), "intent.drafter", "none was given"),
-        (Intent(speculative="ngram", drafter="x/y"), "intent.drafter", "not ngram"),
-        (Intent(speculative="eagle3", drafter="x/y"), "intent.drafter", "drafter_weights_gib"),
+        (Intent(trust_remote_code=True, speculative="eagle3"), "intent.drafter", "none was given"),
+        (Intent(trust_remote_code=True, speculative="draft_model"), "intent.drafter", "none was given"),
+        (Intent(trust_remote_code=True, speculative="ngram", drafter="x/y"), "intent.drafter", "not ngram"),
+        (Intent(trust_remote_code=True, speculative="eagle3", drafter="x/y"), "intent.drafter", "drafter_weights_gib"),
     ],
 )
 def test_drafter_refusals_name_the_variable(intent: Intent, variable: str, words: str) -> None:
@@ -117,7 +127,9 @@ def test_cli_reads_a_drafter_directory(tmp_path: Path) -> None:
 
 def test_default_chunk_holds_one_decode_step_of_every_sequence() -> None:
     # 520 sequences x (1 + 3 EAGLE-3 tokens) = 2080 tokens per decode step, above memory-saver's 2048.
-    intent = Intent(profile="memory-saver", speculative="eagle3", drafter="/d", concurrency=520, max_context=1024)
+    intent = Intent(
+        trust_remote_code=True, profile="memory-saver", speculative="eagle3", drafter="/d", concurrency=520, max_context=1024
+    )
     assert plan(spark(), LLAMA, intent, drafter=EAGLE3).max_num_batched_tokens == 2080
     pinned = plan(spark(), LLAMA, intent.model_copy(update={"max_num_batched_tokens": 2048}), drafter=EAGLE3)
     assert pinned.max_num_batched_tokens == 2048
@@ -127,8 +139,18 @@ def test_default_chunk_holds_one_decode_step_of_every_sequence() -> None:
 def test_activation_peak_is_the_larger_of_target_and_drafter() -> None:
     target = from_fixture("meta-llama--Llama-3.2-1B-Instruct", int(2.3 * GIB))
     wider = from_fixture("openai--gpt-oss-120b", 60 * GIB)
-    base = plan(spark(), target, Intent(max_context=8192))
-    drafted = plan(spark(), target, Intent(max_context=8192, speculative="draft_model", drafter="/d"), drafter=wider)
-    narrow = plan(spark(), target, Intent(max_context=8192, speculative="draft_model", drafter="/d"), drafter=SMALL)
+    base = plan(spark(), target, Intent(trust_remote_code=True, max_context=8192))
+    drafted = plan(
+        spark(),
+        target,
+        Intent(trust_remote_code=True, max_context=8192, speculative="draft_model", drafter="/d"),
+        drafter=wider,
+    )
+    narrow = plan(
+        spark(),
+        target,
+        Intent(trust_remote_code=True, max_context=8192, speculative="draft_model", drafter="/d"),
+        drafter=SMALL,
+    )
     assert drafted.memory.activation > base.memory.activation  # a drafter wider than its target sets the peak
     assert narrow.memory.activation == base.memory.activation  # one no wider than the target leaves it

@@ -14,7 +14,10 @@ NANO = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"
 
 def request(name: str, port: int, host: str = "127.0.0.1", **intent: object) -> InstanceRequest:
     return InstanceRequest(
-        name=name, profile=get_profile(NANO), model_ref=NANO, intent=Intent(port=port, host=host, **intent)
+        name=name,
+        profile=get_profile(NANO),
+        model_ref=NANO,
+        intent=Intent(trust_remote_code=True, port=port, host=host, **intent),
     )  # type: ignore[arg-type]
 
 
@@ -67,7 +70,9 @@ def test_adapter_plans_a_staged_catalog_model_from_its_path() -> None:
         "config": {},
     }
     facts = cpu_host().model_dump(mode="json") | {"platform": "gb10", "mem_total_bytes": spark().mem_total_bytes}
-    result = host_plan(facts, [{"name": "nano", "model": staged, "intent": {"max_context": 8192}}])
+    result = host_plan(
+        facts, [{"name": "nano", "model": staged, "intent": {"max_context": 8192, "trust_remote_code": True}}]
+    )
     served = result.instances["nano"]
     assert served.argv[2] == staged["path"] and served.model == staged["path"]
 
@@ -76,7 +81,7 @@ def test_adapter_plans_dflash_on_a_fork_whose_facts_declare_it() -> None:
     """What vllm_serve hands the filter: spark_facts plus the release's version and declared capabilities."""
     facts = spark("0.19.0").model_dump(mode="json")
     instance = {"name": "aeon", "model": "AEON-7/DFlash-Qwen3.5-27B-Uncensored-NVFP4"}
-    instance["intent"] = {"speculative": "dflash", "max_context": 32768, "concurrency": 1}
+    instance["intent"] = {"speculative": "dflash", "max_context": 32768, "concurrency": 1, "trust_remote_code": True}
     with pytest.raises(PlanError, match="a fork release that declares dflash"):
         host_plan(facts, [instance])
     served = host_plan(facts | {"vllm_capabilities": ["dflash"]}, [instance]).instances["aeon"]

@@ -75,8 +75,15 @@ def _host_plan():  # type: ignore[no-untyped-def]
     return plan_host(
         spark(),
         [
-            InstanceRequest(name="a", profile=profile, model_ref=NANO, intent=Intent(max_context=32768)),
-            InstanceRequest(name="b", profile=profile, model_ref=NANO, intent=Intent(port=8001, max_context=16384)),
+            InstanceRequest(
+                name="a", profile=profile, model_ref=NANO, intent=Intent(trust_remote_code=True, max_context=32768)
+            ),
+            InstanceRequest(
+                name="b",
+                profile=profile,
+                model_ref=NANO,
+                intent=Intent(trust_remote_code=True, port=8001, max_context=16384),
+            ),
         ],
     )
 

@@ -21,7 +21,7 @@ def cluster(model: str, tp: int = 1, pp: int = 1, **intent: object):  # type: ig
     return plan(
         spark(),
         get_profile(model),
-        Intent(nodes=nodes, tensor_parallel_size=tp, pipeline_parallel_size=pp, **intent),  # type: ignore[arg-type]
+        Intent(trust_remote_code=True, nodes=nodes, tensor_parallel_size=tp, pipeline_parallel_size=pp, **intent),  # type: ignore[arg-type]
         model_ref=model,
     )
 
@@ -68,31 +68,40 @@ def test_multi_node_argv_uses_ray_and_the_sizes() -> None:
 def test_a_model_that_fits_only_across_nodes_is_planned_and_refused_on_one() -> None:
     big = get_profile(GQA).model_copy(update={"weights_gib": 150.0})
     with pytest.raises(InfeasibleError) as err:
-        plan(spark(), big, Intent(max_context=32768), model_ref=GQA)
+        plan(spark(), big, Intent(trust_remote_code=True, max_context=32768), model_ref=GQA)
     assert "nodes 2 (tensor parallel)" in str(err.value)
-    two = plan(spark(), big, Intent(nodes=2, tensor_parallel_size=2, max_context=32768), model_ref=GQA)
+    two = plan(
+        spark(), big, Intent(trust_remote_code=True, nodes=2, tensor_parallel_size=2, max_context=32768), model_ref=GQA
+    )
     assert two.memory.weights == pytest.approx(75.0, rel=0.01)
 
 
 def test_a_share_that_still_does_not_fit_per_node_is_refused_with_more_nodes_suggested() -> None:
     huge = get_profile(GQA).model_copy(update={"weights_gib": 400.0})
     with pytest.raises(InfeasibleError) as err:
-        plan(spark(), huge, Intent(nodes=2, tensor_parallel_size=2, max_context=32768), model_ref=GQA)
+        plan(
+            spark(), huge, Intent(trust_remote_code=True, nodes=2, tensor_parallel_size=2, max_context=32768), model_ref=GQA
+        )
     assert err.value.variable == "intent"
     assert "nodes 4 (tensor parallel)" in str(err.value)
 
 
 def test_nodes_must_match_tensor_times_pipeline_parallel() -> None:
     with pytest.raises(PlanError) as err:
-        plan(spark(), get_profile(GQA), Intent(nodes=2), model_ref=GQA)
+        plan(spark(), get_profile(GQA), Intent(trust_remote_code=True, nodes=2), model_ref=GQA)
     assert err.value.variable == "intent.nodes"
     with pytest.raises(PlanError, match="a DGX Spark has one GPU"):
-        plan(spark(), get_profile(GQA), Intent(tensor_parallel_size=2), model_ref=GQA)
+        plan(spark(), get_profile(GQA), Intent(trust_remote_code=True, tensor_parallel_size=2), model_ref=GQA)
 
 
 def test_a_multi_node_plan_on_cpu_warns_that_vllm_cannot_run_it() -> None:
     from conftest import cpu_host
 
-    p = plan(cpu_host(), get_profile(GQA), Intent(nodes=2, pipeline_parallel_size=2, max_context=8192), model_ref=GQA)
+    p = plan(
+        cpu_host(),
+        get_profile(GQA),
+        Intent(trust_remote_code=True, nodes=2, pipeline_parallel_size=2, max_context=8192),
+        model_ref=GQA,
+    )
     assert any("CPU platform has no Ray device" in w for w in p.warnings)
     assert p.nodes == 2

@@ -21,7 +21,9 @@ profiles = st.sampled_from(["interactive", "memory-saver", "throughput"])
 
 def _plan(model: str, context: int, seqs: int, profile: str = "interactive", **extra: object):  # type: ignore[no-untyped-def]
     p = load_catalog()[model]
-    intent = Intent(max_context=min(context, p.native_max_context), concurrency=seqs, profile=profile, **extra)
+    intent = Intent(
+        trust_remote_code=True, max_context=min(context, p.native_max_context), concurrency=seqs, profile=profile, **extra
+    )
     return plan(spark(str(max(p.min_version, VllmVersion.parse("0.32.0")))), p, intent)
 
 

@@ -19,18 +19,18 @@ MISTRAL = "mistralai/Mistral-Small-4-119B-2603-NVFP4"
 
 
 def argv_of(model: str, version: str = "0.32.0", **intent: object) -> list[str]:
-    return plan(spark(version), get_profile(model), Intent.model_validate(intent)).argv
+    return plan(spark(version), get_profile(model), Intent.model_validate({"trust_remote_code": True, **intent})).argv
 
 
 def test_fp4_moe_uses_marlin_with_atomic_add_on_sm121() -> None:
-    result = plan(spark(), get_profile(NANO), Intent())
+    result = plan(spark(), get_profile(NANO), Intent(trust_remote_code=True))
     assert result.argv[result.argv.index("--moe-backend") + 1] == "marlin"
     assert result.env["VLLM_MARLIN_USE_ATOMIC_ADD"] == "1"
 
 
 @pytest.mark.parametrize(("version", "expected"), [("0.19.0", True), ("0.22.0", False), ("0.24.0", False)])
 def test_flashinfer_moe_env_only_where_vllm_still_honours_it(version: str, expected: bool) -> None:
-    result = plan(spark(version), get_profile(NANO), Intent())
+    result = plan(spark(version), get_profile(NANO), Intent(trust_remote_code=True))
     assert ("VLLM_USE_FLASHINFER_MOE_FP4" in result.env) is expected
 
 
@@ -39,14 +39,14 @@ def test_no_removed_or_unknown_env_var_is_ever_emitted() -> None:
         for profile in load_catalog().values():
             if VllmVersion.parse(version) < profile.min_version:
                 continue
-            env = plan(spark(version), profile, Intent(max_context=8192, concurrency=1)).env
+            env = plan(spark(version), profile, Intent(trust_remote_code=True, max_context=8192, concurrency=1)).env
             assert "VLLM_ATTENTION_BACKEND" not in env
             assert "VLLM_MXFP4_BACKEND" not in env
             assert "VLLM_TEST_FORCE_FP8_MARLIN" not in env
 
 
 def test_sm121_environment_and_autotune() -> None:
-    result = plan(spark(), get_profile(NANO), Intent())
+    result = plan(spark(), get_profile(NANO), Intent(trust_remote_code=True))
     assert result.env["TORCH_CUDA_ARCH_LIST"] == "12.1a"
     assert result.env["TRITON_PTXAS_PATH"] == "/usr/local/cuda/bin/ptxas"
     assert result.env["VLLM_SKIP_P2P_CHECK"] == "1"
@@ -56,7 +56,7 @@ def test_sm121_environment_and_autotune() -> None:
 
 
 def test_cpu_platform_has_no_gb10_rules() -> None:
-    result = plan(cpu_host(), get_profile(NANO), Intent(max_context=4096, concurrency=1))
+    result = plan(cpu_host(), get_profile(NANO), Intent(trust_remote_code=True, max_context=4096, concurrency=1))
     assert "TORCH_CUDA_ARCH_LIST" not in result.env
     assert "--no-enable-flashinfer-autotune" not in result.argv
     assert "--moe-backend" not in result.argv
@@ -74,14 +74,14 @@ def test_quantization_flag_only_for_modelopt() -> None:
 
 
 def test_capture_sizes_follow_concurrency() -> None:
-    result = plan(spark(), get_profile(NANO), Intent(concurrency=4))
+    result = plan(spark(), get_profile(NANO), Intent(trust_remote_code=True, concurrency=4))
     assert result.cudagraph_capture_sizes == [1, 2, 4, 8]
     argv = result.argv
     assert argv[argv.index("--max-cudagraph-capture-size") + 1] == "8"
 
 
 def test_memory_saver_is_the_only_eager_profile_and_warns() -> None:
-    result = plan(spark(), get_profile(NANO), Intent(profile="memory-saver"))
+    result = plan(spark(), get_profile(NANO), Intent(trust_remote_code=True, profile="memory-saver"))
     assert "--enforce-eager" in result.argv
     assert any("55%" in w for w in result.warnings)
 
@@ -98,7 +98,7 @@ def test_dflash_needs_021_bf16_kv_and_disables_deep_gemm() -> None:
         argv_of("nvidia/Gemma-4-31B-IT-NVFP4", "0.20.0", speculative="dflash", max_context=8192)
     with pytest.raises(PlanError, match="BF16"):
         argv_of(QWEN, speculative="dflash", kv_cache_dtype="fp8")
-    result = plan(spark(), get_profile(QWEN), Intent(speculative="dflash"))
+    result = plan(spark(), get_profile(QWEN), Intent(trust_remote_code=True, speculative="dflash"))
     assert result.env["VLLM_USE_DEEP_GEMM"] == "0"
     assert result.argv[result.argv.index("--attention-backend") + 1] == "TRITON_ATTN"
     assert result.kv_cache_dtype == "auto"
@@ -120,14 +120,16 @@ def test_mtp_only_where_the_model_has_it() -> None:
 def test_context_above_native_needs_yarn_opt_in() -> None:
     with pytest.raises(PlanError, match="intent.max_context"):
         argv_of(QWEN, max_context=1_000_000)
-    result = plan(spark(), get_profile(QWEN), Intent(max_context=1_000_000, concurrency=1, allow_yarn=True))
+    result = plan(
+        spark(), get_profile(QWEN), Intent(trust_remote_code=True, max_context=1_000_000, concurrency=1, allow_yarn=True)
+    )
     assert result.env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
     assert "--hf-overrides" in result.argv
 
 
 def test_a_fork_that_declares_dflash_plans_it_below_021_and_says_so() -> None:
     aeon = get_profile("AEON-7/DFlash-Qwen3.5-27B-Uncensored-NVFP4")
-    intent = Intent(speculative="dflash", max_context=32768, concurrency=1)
+    intent = Intent(trust_remote_code=True, speculative="dflash", max_context=32768, concurrency=1)
     with pytest.raises(PlanError, match=r"needs vLLM >= 0.21.0 \(for dflash\)") as upstream:
         plan(spark("0.19.0"), aeon, intent)
     assert "a fork release that declares dflash" in upstream.value.suggestions
@@ -148,7 +150,7 @@ def test_a_fork_that_declares_dflash_plans_it_below_021_and_says_so() -> None:
 
 
 def test_publisher_supported_long_context_needs_no_rope_override() -> None:
-    million = Intent(max_context=1_048_576, concurrency=1, allow_long_context=True)
+    million = Intent(trust_remote_code=True, max_context=1_048_576, concurrency=1, allow_long_context=True)
     result = plan(spark(), get_profile(NANO), million)
     assert result.env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
     assert "--hf-overrides" not in result.argv
@@ -185,7 +187,7 @@ def test_public_bind_is_refused_even_with_a_key_naming_the_door() -> None:
 
 
 def test_a_key_never_reaches_argv() -> None:
-    result = plan(spark(), get_profile(NANO), Intent(api_key=True))
+    result = plan(spark(), get_profile(NANO), Intent(trust_remote_code=True, api_key=True))
     assert result.secret_env == ["VLLM_API_KEY"]
     assert "--api-key" not in result.argv
     assert "VLLM_API_KEY" not in result.env
@@ -203,7 +205,11 @@ def test_unsupported_version_refused() -> None:
 
 def test_infeasible_intent_names_what_would_fit() -> None:
     with pytest.raises(PlanError) as excinfo:
-        plan(spark(), get_profile(QWEN), Intent(max_context=262144, concurrency=512, kv_cache_dtype="bf16"))
+        plan(
+            spark(),
+            get_profile(QWEN),
+            Intent(trust_remote_code=True, max_context=262144, concurrency=512, kv_cache_dtype="bf16"),
+        )
     message = str(excinfo.value)
     assert "needs" in message and "GiB" in message
     assert "kv_cache_dtype fp8" in message
@@ -212,7 +218,7 @@ def test_infeasible_intent_names_what_would_fit() -> None:
 
 def test_every_catalog_profile_plans_on_gb10_at_its_minimum_version() -> None:
     for profile in load_catalog().values():
-        result = plan(spark(profile.min_vllm), profile, Intent(max_context=32768, concurrency=2))
+        result = plan(spark(profile.min_vllm), profile, Intent(trust_remote_code=True, max_context=32768, concurrency=2))
         assert result.argv[:3] == ["vllm", "serve", profile.id]
         assert len(result.reasons) >= len([a for a in result.argv if a.startswith("--")])
         assert all(r.source for r in result.reasons)

@@ -17,13 +17,17 @@ GEMMA = "nvidia/Gemma-4-31B-IT-NVFP4"
 
 
 def scheduler_warnings(batched: int) -> list[str]:
-    intent = Intent(profile="throughput", max_num_batched_tokens=batched, concurrency=8, max_context=65536)
+    intent = Intent(
+        trust_remote_code=True, profile="throughput", max_num_batched_tokens=batched, concurrency=8, max_context=65536
+    )
     return [w for w in plan(spark(), get_profile(QWEN), intent).warnings if w.startswith("max_num_batched_tokens")]
 
 
 def test_activation_follows_batched_tokens() -> None:
     small, large = (
-        plan(spark(), get_profile(QWEN), Intent(max_num_batched_tokens=n, max_context=65536)).memory.activation
+        plan(
+            spark(), get_profile(QWEN), Intent(trust_remote_code=True, max_num_batched_tokens=n, max_context=65536)
+        ).memory.activation
         for n in (8192, 65536)
     )
     assert large > 7 * small
@@ -43,7 +47,7 @@ def test_calibrated_range_is_quiet(batched: int) -> None:
 
 def test_refusal_names_a_batched_count_when_that_is_what_would_fit() -> None:
     # Gemma-4's sliding layers reserve window + max_num_batched_tokens per request (vllm-semantics §2.4).
-    intent = Intent(max_context=131072, concurrency=2, max_num_batched_tokens=65536)
+    intent = Intent(trust_remote_code=True, max_context=131072, concurrency=2, max_num_batched_tokens=65536)
     with pytest.raises(InfeasibleError) as refused:
         plan(spark(), get_profile(GEMMA), intent)
     suggested = int(re.search(r"max_num_batched_tokens (\d+)", str(refused.value))[1])  # type: ignore[index]
@@ -54,5 +58,9 @@ def test_refusal_names_a_batched_count_when_that_is_what_would_fit() -> None:
 
 def test_refusal_does_not_name_a_batched_count_that_would_not_help() -> None:
     with pytest.raises(InfeasibleError) as refused:
-        plan(spark(), get_profile(GEMMA), Intent(max_context=262144, concurrency=4, max_num_batched_tokens=65536))
+        plan(
+            spark(),
+            get_profile(GEMMA),
+            Intent(trust_remote_code=True, max_context=262144, concurrency=4, max_num_batched_tokens=65536),
+        )
     assert "max_num_batched_tokens" not in str(refused.value)

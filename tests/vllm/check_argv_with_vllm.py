@@ -25,16 +25,26 @@ from sparkfleet.planner import plan
 from sparkfleet.versions import VllmVersion
 
 TARGET = "0.32.0"
+# Every catalog plan is made with the user's consent to run a repository's code (most ship some).
 INTENTS = {
-    "default": Intent(),
-    "memory-saver": Intent(profile="memory-saver", max_context=16384, concurrency=1),
-    "api-key": Intent(host="0.0.0.0", api_key=True, max_context=8192, concurrency=2),
+    "default": Intent(trust_remote_code=True),
+    "memory-saver": Intent(trust_remote_code=True, profile="memory-saver", max_context=16384, concurrency=1),
+    "api-key": Intent(trust_remote_code=True, api_key=True, max_context=8192, concurrency=2),
     # A separate drafter pinned to a revision, known by its size (the parser sees the speculative config).
     "eagle3-drafter": Intent(
-        speculative="eagle3", drafter="org/eagle3-head@0123abcd", drafter_weights_gib=0.5, max_context=16384, concurrency=2
+        trust_remote_code=True,
+        speculative="eagle3",
+        drafter="org/eagle3-head@0123abcd",
+        drafter_weights_gib=0.5,
+        max_context=16384,
+        concurrency=2,
     ),
     "draft-model": Intent(
-        speculative="draft_model", drafter="/srv/models/draft", drafter_weights_gib=2.3, max_context=16384
+        trust_remote_code=True,
+        speculative="draft_model",
+        drafter="/srv/models/draft",
+        drafter_weights_gib=2.3,
+        max_context=16384,
     ),
 }
 
@@ -92,11 +102,13 @@ def main() -> int:
             continue
         extra = {}
         if profile.speculative.mtp:
-            extra["mtp"] = Intent(speculative="mtp", max_context=16384, concurrency=2)
+            extra["mtp"] = Intent(trust_remote_code=True, speculative="mtp", max_context=16384, concurrency=2)
         if profile.speculative.dflash_drafter:
-            extra["dflash"] = Intent(speculative="dflash", max_context=16384, concurrency=2)
+            extra["dflash"] = Intent(trust_remote_code=True, speculative="dflash", max_context=16384, concurrency=2)
         if profile.long_context_max:
-            extra["long-context"] = Intent(max_context=profile.long_context_max, concurrency=1, allow_long_context=True)
+            extra["long-context"] = Intent(
+                trust_remote_code=True, max_context=profile.long_context_max, concurrency=1, allow_long_context=True
+            )
         for name, intent in {**INTENTS, **extra}.items():
             try:
                 check(plan(gb10, profile, intent).argv)

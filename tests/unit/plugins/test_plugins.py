@@ -34,7 +34,9 @@ def _gb10_facts(fixtures: Path) -> dict[str, object]:
 
 
 def test_filter_returns_a_plan_dict(fixtures: Path) -> None:
-    result = filter_plugin.serve_plan(_gb10_facts(fixtures), "nvidia/Qwen3.6-35B-A3B-NVFP4", {"concurrency": 2})
+    result = filter_plugin.serve_plan(
+        _gb10_facts(fixtures), "nvidia/Qwen3.6-35B-A3B-NVFP4", {"concurrency": 2, "trust_remote_code": True}
+    )
     assert result["argv"][:3] == ["vllm", "serve", "nvidia/Qwen3.6-35B-A3B-NVFP4"]
     assert result["env"]["TORCH_CUDA_ARCH_LIST"] == "12.1a"
 
