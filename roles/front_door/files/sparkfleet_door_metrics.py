@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """The front door's Prometheus metrics, from its JSON access log, for node_exporter's textfile collector.
 
 Run by sparkfleet-door-metrics.timer: reads the log lines written since the last run (following a
@@ -6,7 +5,7 @@ rotation to the renamed file), adds them to the counters kept in STATE, and rewr
 Models and clients come from CONFIG (the door's plan), so every series exists from the first run and
 a name a client made up never becomes a label. Standard library only: it runs on the host.
 
-Usage: sparkfleet_door_metrics.py CONFIG ACCESS_LOG STATE OUT
+Usage: python3 sparkfleet_door_metrics.py CONFIG ACCESS_LOG STATE OUT
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-#!/usr/bin/python3
 """Run `nginx -t` inside the sandbox a drop-in describes, before the drop-in replaces the live one.
 
 A sandbox that keeps nginx from reading its configuration, keys or logs would fail the next restart
 and take the door down; this refuses it while the running nginx still serves.
-Usage: nginx-check-sandbox DROP_IN
+Usage: python3 nginx_check_sandbox.py DROP_IN
 """
 
 import subprocess
