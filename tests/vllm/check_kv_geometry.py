@@ -28,7 +28,7 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 from sparkfleet.kvcache import GroupKind, base_block_size, geometry
 from sparkfleet.localmodel import profile_from_dir
-from sparkfleet.models import Platform
+from sparkfleet.models import ModelProfile, Platform
 from vllm import LLM
 
 KV_POOL_BYTES = 64 * 2**20
@@ -248,8 +248,23 @@ def vllm_layout(model_dir: Path) -> Layout:
         gc.collect()
 
 
+def cpu_platform_state(profile: ModelProfile) -> ModelProfile:
+    """vLLM's CPU platform, not the model, picks the recurrent state's dtype on hosts with AVX-512 BF16.
+
+    There it stores the state in float32 unless the user names bfloat16 or float16 (platforms/cpu.py,
+    check_and_update_config: "Reset SSM cache type to float32 for accelerated GDN mamba backend"), so the
+    same config.json gives a larger page on such a host. A GB10 plan never meets this; the CPU sandbox does.
+    """
+    import torch
+
+    layers = profile.state_layers
+    if layers is None or not torch.cpu._is_avx512_bf16_supported():
+        return profile
+    return profile.model_copy(update={"state_layers": layers.model_copy(update={"state_dtype_bytes": 4})})
+
+
 def planner_layout(model_dir: Path) -> Layout:
-    profile = profile_from_dir(model_dir)
+    profile = cpu_platform_state(profile_from_dir(model_dir))
     geo = geometry(profile, kv_cache_dtype="auto", base_block_size=base_block_size(Platform.CPU, profile.mla is not None))
     groups = tuple(
         sorted(
