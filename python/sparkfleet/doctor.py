@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import logsigns
 from .cluster import package_differences
 from .models import GIB
 from .monitoring import thresholds
@@ -57,6 +58,7 @@ class HostObservation(Loose):
     sysctl_file: str | None = None
     default_target: str = ""
     meminfo: str = ""
+    kernel_log: str = ""  # this boot's NVRM Xid lines (journalctl -k)
 
     @property
     def page_cache_bytes(self) -> int:
@@ -155,6 +157,7 @@ def host_findings(host: HostObservation) -> list[Finding]:
             )
         )
     out += sysctl_findings(host)
+    out += log_findings("host", host.kernel_log, [])
     return out
 
 
@@ -206,6 +209,30 @@ _WEIGHTS = re.compile(r"Model loading took ([\d.]+) GiB")
 _INIT = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s")
 
 
+_MEMORY_ANCHORS = ("KV cache size", "Available KV cache memory", "Model loading took", "init engine")
+
+
+def journal_pattern() -> str:
+    """journalctl --grep for a start's lines the doctor reads: memory reports, selections, signatures."""
+    return "|".join((*(re.escape(anchor) for anchor in _MEMORY_ANCHORS), logsigns.journal_grep()))
+
+
+def log_findings(area: str, log: str, argv: list[str]) -> list[Finding]:
+    """What vLLM selected (against the plan's flags) and every known signature, harmless ones named as such."""
+    marks = {logsigns.Severity.RED: Status.RED, logsigns.Severity.YELLOW: Status.YELLOW}
+    quiet, out = [], []
+    for severity, detail in logsigns.judge(log, argv):
+        if severity is None:
+            quiet.append(detail)
+        elif severity is logsigns.Severity.HARMLESS:
+            out.append(Finding(area=area, check="log", status=Status.GREEN, detail=f"harmless: {detail}"))
+        else:
+            out.append(Finding(area=area, check="log", status=marks[severity], detail=detail))
+    if quiet:
+        out.insert(0, Finding(area=area, check="loaded", status=Status.GREEN, detail="; ".join(quiet)))
+    return out
+
+
 def journal_report(journal: str) -> dict[str, float]:
     """What vLLM said about memory at its last start; the last occurrence wins (a restart logs again)."""
     found: dict[str, float] = {}
@@ -243,7 +270,8 @@ def instance_findings(obs: InstanceObservation, release: dict[str, Any] | None) 
     if obs.ready:
         ready = bool(obs.ready.get("ready"))
         detail = (
-            f"/health and a real inference ({float(obs.ready.get('first_inference_s') or 0):.2f} s)"
+            f"/health and the known-answer check: {str(obs.ready.get('reply', ''))[:40]!r}"
+            + (f" as expected ({float(obs.ready.get('first_inference_s') or 0):.2f} s)" if obs.ready.get("expect") else "")
             if ready
             else str(obs.ready.get("reason", "not ready"))
         )
@@ -292,6 +320,7 @@ def instance_findings(obs: InstanceObservation, release: dict[str, Any] | None) 
             )
         )
 
+    out.extend(log_findings(area, obs.journal, [str(arg) for arg in plan.get("argv", [])]))
     said = journal_report(obs.journal)
     if "kv_tokens" not in said:
         out.append(

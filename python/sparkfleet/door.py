@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import itertools
 import re
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
+from .answers import serves_pooling
 from .errors import PlanError, from_validation
 from .hostplan import RESERVED_PORTS, HostPlan
 from .models import Strict
@@ -158,8 +158,7 @@ def _check_clients(clients: list[DoorClient], variable: str) -> None:
 
 
 def _paths_of(argv: list[str]) -> list[str]:
-    pooling = any(a == "--runner" and b == "pooling" for a, b in itertools.pairwise(argv))
-    return list(POOLING_PATHS if pooling else GENERATE_PATHS)
+    return list(POOLING_PATHS if serves_pooling(argv) else GENERATE_PATHS)
 
 
 def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "front_door") -> DoorPlan:

@@ -15,7 +15,7 @@ GIB = 1024**3
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # Addresses that mean "every interface": loopback reaches them from the same host.
@@ -275,6 +275,24 @@ class SpeculativeMethod(str, Enum):
         return self in {SpeculativeMethod.EAGLE3, SpeculativeMethod.DRAFT_MODEL}
 
 
+# One line of printable text: it travels in a JSON request body, never to a shell or a unit file.
+_ONE_LINE = re.compile(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+class KnownAnswer(Strict):
+    """A question whose answer a correct server gives; answer None for a base model (detectors only)."""
+
+    question: Annotated[str, Field(min_length=1, max_length=500)]
+    answer: Annotated[str, Field(min_length=1, max_length=100)] | None
+
+    @field_validator("question", "answer")
+    @classmethod
+    def _one_line(cls, value: str | None) -> str | None:
+        if value is not None and (not _ONE_LINE.fullmatch(value) or not value.strip()):
+            raise ValueError("one line of printable text, no control characters")
+        return value
+
+
 class KvDtype(str, Enum):
     AUTO = "auto"
     FP8 = "fp8"
@@ -313,6 +331,8 @@ class Intent(Strict):
     trust_remote_code: bool = False
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
     max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = None
+    # The question this instance is ready by, when the default (sparkfleet.answers) does not fit it.
+    answer_check: KnownAnswer | None = None
     host_reserve_gib: Annotated[float, Field(ge=0)] | None = None
 
     @field_validator("drafter")
@@ -385,9 +405,14 @@ class SystemdLimits(Strict):
     memory_swap_max: str = "0"
 
 
-class WarmupRequest(Strict):
+class AnswerCheck(Strict):
+    """The first request an instance gets and the one it is judged by (sparkfleet.answers)."""
+
     path: str = "/v1/chat/completions"
     body: dict[str, object]
+    # Text the reply must contain; None: only the garbage detectors judge it (base and pooling models).
+    expect: str | None
+    reason: str
 
 
 class ServePlan(Strict):
@@ -412,7 +437,7 @@ class ServePlan(Strict):
     memory: MemoryBreakdown
     required_available_bytes: int
     systemd: SystemdLimits
-    warmup: WarmupRequest
+    answer_check: AnswerCheck
     warnings: list[str]
     reasons: list[Reason]
     mode: Literal["planned", "predicted"] = "planned"

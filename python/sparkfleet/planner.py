@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from . import memory as mem
 from . import rules
+from .answers import answer_check
 from .errors import InfeasibleError, PlanError
 from .kvcache import GroupKind, KvGeometry, attention_bytes_per_token, base_block_size, geometry
 from .models import (
@@ -24,7 +25,6 @@ from .models import (
     ServeProfile,
     SpeculativeMethod,
     SystemdLimits,
-    WarmupRequest,
 )
 from .sources import SEED_GUIDE, SEED_SM121, SEED_VLLM_BLOG
 from .versions import (
@@ -632,14 +632,7 @@ def plan(
         ),
         required_available_bytes=required,
         systemd=SystemdLimits(memory_max=f"{math.ceil(memory_max)}G"),
-        warmup=WarmupRequest(
-            body={
-                "model": settings.served_name,
-                "messages": [{"role": "user", "content": "ping"}],
-                "max_tokens": 3,
-                "temperature": 0,
-            }
-        ),
+        answer_check=answer_check(profile, settings.served_name, argv, intent.answer_check),
         warnings=_warnings(host, profile, intent, r, required)
         + [w for w in (_scheduler_warning(r, lambda n: _non_kv(host, profile, intent, r, n).activation, headroom),) if w],
         reasons=reasons,

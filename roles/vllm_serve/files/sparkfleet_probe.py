@@ -1,11 +1,13 @@
 """Probe a sparkfleet vLLM instance with a real inference request.
 
-ready     wait until /health answers AND a real chat completion succeeds (a server whose /health
-          answers while its first request still compiles, or hangs, is not ready); stop early when
-          the unit fails; print one JSON line with the timings since the unit's last start.
+ready     wait until /health answers AND the plan's known-answer check passes: a real request through
+          the path clients take, whose reply must hold the expected answer and be no garbage (a
+          server whose /health answers while its first request still compiles, hangs or answers
+          wrong is not ready); stop early when the unit fails or answers wrong; print one JSON line
+          with the timings since the unit's last start.
 bench     run `vllm bench serve` (the arguments after --) with the instance's API key in
           OPENAI_API_KEY, read from its environment file, so the key never appears on a command line.
-watchdog  one check for the instance's watchdog timer: a tiny inference with a deadline. It stands
+watchdog  one check for the instance's watchdog timer: the known-answer check with a deadline. It stands
           down while the instance has not been ready since its last start (still loading), counts
           consecutive failures in a state file, and restarts the unit after N of them, saying why.
 The API key is read from the instance's environment file (root, 0600), never from argv.
@@ -13,7 +15,9 @@ The API key is read from the instance's environment file (root, 0600), never fro
 
 import argparse
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -58,14 +62,80 @@ def request(url, body=None, key=None, timeout=10.0):
         return resp.status, resp.read().decode("utf-8", "replace")
 
 
-def infer(args, warmup, key, timeout):
-    """One real completion through the path clients use; returns the reply text or raises."""
-    status, text = request(f"{args.url}{warmup['path']}", warmup["body"], key, timeout=timeout)
+class WrongAnswer(ValueError):
+    """The server answered, and the answer is wrong or garbage: no amount of waiting fixes that."""
+
+
+def garbage(text):
+    """Why a reply is garbage whatever the question was, or None."""
+    stripped = text.strip()
+    if not stripped:
+        return "empty text"
+    if "\ufffd" in text:
+        return "replacement characters (U+FFFD): tokens that decode to no text"
+    if any((ord(c) < 32 and c not in "\n\r\t") or 0x7F <= ord(c) < 0xA0 for c in text):
+        return "control characters"
+    compact = "".join(stripped.split())
+    if len(compact) >= 4 and re.fullmatch(r"(.{1,8}?)\1{3,}", compact, re.S):
+        return f"one unit repeated ({compact[:8]!r}...)"
+    words = stripped.split()
+    if len(words) >= 6:
+        top = max(words.count(word) for word in set(words))
+        if top / len(words) >= 0.6:
+            return f"one token repeated in {top} of {len(words)} words"
+    return None
+
+
+def contains_answer(text, expect):
+    """The expected answer not inside a longer word or number (so '204' is not in '2040'), any case."""
+    return re.search(rf"(?<![^\W_]){re.escape(expect.casefold())}(?![^\W_])", text.casefold()) is not None
+
+
+def nan_logprobs(choice):
+    content = (choice.get("logprobs") or {}).get("content") or []
+    return sum(1 for entry in content if isinstance(entry.get("logprob"), float) and math.isnan(entry["logprob"]))
+
+
+def judge_embedding(reply):
+    data = reply.get("data") or []
+    vector = data[0].get("embedding") if data else None
+    if not isinstance(vector, list) or not vector:
+        raise WrongAnswer("no embedding in the reply")
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in vector):
+        raise WrongAnswer("the embedding holds NaN or infinite values")
+    if not any(vector):
+        raise WrongAnswer("the embedding is all zeros")
+    return f"embedding of {len(vector)} values"
+
+
+def judge_chat(reply, expect):
+    """The reply's text (reasoning and content) when it is right; raises WrongAnswer otherwise."""
+    choice = reply["choices"][0]
+    message = choice.get("message") or {}
+    content = message.get("content") or ""
+    thought = message.get("reasoning_content") or message.get("reasoning") or ""
+    nans = nan_logprobs(choice)
+    if nans:
+        raise WrongAnswer(f"{nans} NaN log-probabilities in the reply {content[:80]!r}")
+    bad = garbage(content) if content.strip() or not thought else garbage(thought)
+    if bad:
+        raise WrongAnswer(f"garbage reply ({bad}): {(content or thought)[:80]!r}")
+    if expect is not None and not contains_answer(f"{thought}\n{content}", expect):
+        raise WrongAnswer(f"wrong answer {(content or thought)[:80]!r}, expected {expect!r}")
+    return content or thought
+
+
+def infer(args, check, key, timeout):
+    """The known-answer check through the path clients use: the reply text, or an exception saying why not."""
+    status, text = request(f"{args.url}{check['path']}", check["body"], key, timeout=timeout)
     reply = json.loads(text)
-    if status != 200 or not reply.get("choices"):
+    if status != 200:
         raise ValueError(f"unexpected answer ({status}): {text[:200]}")
-    message = reply["choices"][0].get("message") or {}
-    return message.get("content") or message.get("reasoning_content") or ""
+    if check["path"] == "/v1/embeddings":
+        return judge_embedding(reply)
+    if not reply.get("choices"):
+        raise WrongAnswer(f"a reply with no choices: {text[:200]}")
+    return judge_chat(reply, check.get("expect"))
 
 
 def journal(unit, lines=30):
@@ -82,7 +152,7 @@ def fail(unit, reason):
     sys.exit(1)
 
 
-def ready(args, warmup, key):
+def ready(args, check, key):
     began = time.monotonic()
     deadline = began + args.timeout
     health_at = None
@@ -96,7 +166,7 @@ def ready(args, warmup, key):
             if health_at is None and request(f"{args.url}/health", timeout=5)[0] == 200:
                 health_at = time.monotonic()
             if health_at is not None:
-                reply = infer(args, warmup, key, max(deadline - time.monotonic(), 1))
+                reply = infer(args, check, key, max(deadline - time.monotonic(), 1))
                 now = time.monotonic()
                 result = {
                     "unit": args.unit,
@@ -106,9 +176,12 @@ def ready(args, warmup, key):
                     "first_inference_s": round(now - health_at, 2),
                     "waited_s": round(now - began, 1),
                     "reply": reply,
+                    "expect": check.get("expect"),
                 }
                 print(json.dumps(result))
                 return
+        except WrongAnswer as exc:
+            fail(args.unit, f"{exc}. {check.get('reason', '')}")
         except urllib.error.HTTPError as exc:
             if exc.code in (401, 403):
                 fail(args.unit, f"the warm-up request was refused ({exc.code}): the key in {args.env_file} does not match")
@@ -139,7 +212,7 @@ def save_state(path, state):
     os.replace(tmp, path)
 
 
-def watchdog(args, warmup, key):
+def watchdog(args, check, key):
     active, since = unit_state(args.unit)[:2]
     if active != "active":
         print(f"{args.unit} is {active}: standing down")
@@ -147,7 +220,7 @@ def watchdog(args, warmup, key):
     state = load_state(args.state, since)
     age = time.monotonic() - since
     try:
-        infer(args, warmup, key, args.deadline)
+        infer(args, check, key, args.deadline)
         if not state["ready_seen"]:
             print(f"{args.unit} answered {age:.0f} s after its start: watching it from now on")
         state.update(ready_seen=True, failures=0)
@@ -194,14 +267,14 @@ def main():
     if not (args.unit and args.url and args.plan):
         parser.error(f"{args.mode} needs --unit, --url and --plan")
     with open(args.plan, encoding="utf-8") as handle:
-        warmup = json.load(handle)["warmup"]
+        check = json.load(handle)["answer_check"]
     key = api_key(args.env_file)
     if args.mode == "ready":
-        ready(args, warmup, key)
+        ready(args, check, key)
     else:
         if not args.state:
             parser.error("watchdog needs --state")
-        watchdog(args, warmup, key)
+        watchdog(args, check, key)
 
 
 if __name__ == "__main__":
