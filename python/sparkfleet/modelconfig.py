@@ -34,7 +34,31 @@ ATTENTION_LAYER_TYPES = {
 STATE_LAYER_TYPES = {"linear_attention", "mamba"}
 # Layers with no cache at all (Nemotron-H's MLP and MoE layers in layers_block_type).
 CACHELESS_LAYER_TYPES = {"mlp", "moe"}
+HYBRID_CACHELESS = {"-", "E"}  # hybrid_override_pattern's MLP and MoE layers
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# The text config's model_type -> the family of tests/vllm/check_kv_geometry.py whose tiny model proves
+# that the planner reads its layout as vLLM builds its KV cache (the check asserts the two lists agree).
+PROVED_LAYOUTS = {
+    "llama": "llama (dense GQA)",
+    "qwen3_moe": "qwen3_moe (MoE GQA)",
+    "glm4_moe": "glm4_moe (MoE GQA, partial rotary)",
+    "gpt_oss": "gpt_oss (sliding + sinks, MoE)",
+    "gemma3_text": "gemma3 (5:1 sliding, same shape)",
+    "gemma4_text": "gemma4 (per-layer-type shapes, K=V)",
+    "deepseek_v3": "deepseek_v3 (MLA)",
+    "nemotron_h": "nemotron_h (Mamba-2 hybrid)",
+    "qwen3_next": "qwen3_next (Gated-DeltaNet hybrid)",
+}
+# Fields that shape layers and that the planner does not read: planning past them would use defaults
+# the config contradicts (Nemotron-NAS has no num_key_value_heads and was planned 13x too large).
+UNREAD_LAYOUT_FIELDS = {
+    "block_configs": "per-layer attention and FFN of DeciLM / Nemotron-NAS (no_op layers, n_heads_in_group)",
+    "attn_layer_period": "attention every N layers, Mamba between (Jamba)",
+    "attn_layer_offset": "which layer of each period is attention (Jamba)",
+    "cross_attention_layers": "cross-attention layers that cache the image, not the text (Mllama)",
+    "layer_configs": "per-layer settings",
+    "kv_layer_map": "layers that share another layer's KV cache",
+}
 
 
 def text_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -81,6 +105,14 @@ def _layer_kinds(text: dict[str, Any], layers: int, source: str) -> list[str]:
     pattern = text.get("hybrid_override_pattern")
     if isinstance(pattern, str) and pattern:
         kinds = {"*": "full", "M": "state"}
+        unknown = sorted(set(pattern) - {*kinds, *HYBRID_CACHELESS})
+        if unknown:
+            raise PlanError(
+                "model",
+                f"{source}: unsupported layout: hybrid_override_pattern has {', '.join(repr(c) for c in unknown)}, "
+                "not a layer kind sparkfleet plans ('*' attention, 'M' Mamba-2, '-' MLP, 'E' MoE)",
+                ("a catalog id: sparkfleet catalog",),
+            )
         return [kinds[c] for c in pattern if c in kinds]
     types = _first(text, "layer_types", "layers_block_type")
     if isinstance(types, list) and types:
@@ -191,8 +223,32 @@ def remote_code_files(config: dict[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
+def _unread_layout(config: dict[str, Any], text: dict[str, Any], source: str) -> None:
+    for field, what in UNREAD_LAYOUT_FIELDS.items():
+        if text.get(field) is not None or config.get(field) is not None:
+            raise PlanError(
+                "model",
+                f"{source}: unsupported layout: {field} ({what}); sparkfleet does not read it, and a plan from "
+                "num_hidden_layers and num_key_value_heads alone would contradict it",
+                ("a catalog profile for this model (sparkfleet catalog)", "a model whose layout sparkfleet reads"),
+            )
+
+
+def _layout_note(text: dict[str, Any], architecture: str, layers: int, kv_heads: int, head_dim: int) -> tuple[str, ...]:
+    """A warning for a layout no tiny-model check proves; the plan then is the dense upper bound."""
+    model_type = str(text.get("model_type") or "unknown")
+    if model_type in PROVED_LAYOUTS:
+        return ()
+    return (
+        f"the layout of {model_type} ({architecture}) is not proved against vLLM's own KV cache computation "
+        f"(tests/vllm/check_kv_geometry.py): planned as attention on all {layers} layers with {kv_heads} KV "
+        f"heads of {head_dim}, an upper bound unless a layer holds more",
+    )
+
+
 def profile_from_config(model_id: str, config: dict[str, Any], weights: int, source: str) -> ModelProfile:
     text = text_config(config)
+    _unread_layout(config, text, source)
     listed = _first(text, "hybrid_override_pattern", "layers_block_type")
     layers = _first(text, "num_hidden_layers", "n_layers", "num_layers") or (len(listed) if listed else None)
     heads = _first(text, "num_attention_heads", "n_head", "n_heads")
@@ -217,6 +273,7 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
     if sliding and not window:
         raise PlanError("model", f"{source}: {sliding} sliding-attention layers but no sliding_window")
     cfg = f"{source} (config.json)"
+    architecture = str((config.get("architectures") or ["unknown"])[0])
     state_layers = _state_layers(text, state, source)
     full_shape = _full_attention_shape(text, int(kv_heads), int(head_dim)) if full else None
     sources = {
@@ -237,7 +294,7 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
     return ModelProfile(
         id=model_id,
         description=f"planned from {source}",
-        architecture=(config.get("architectures") or ["unknown"])[0],
+        architecture=architecture,
         weights_gib=max(weights, 1) / GIB,
         hidden_size=int(hidden),
         vocab_size=int(_first(text, "vocab_size") or 32000),
@@ -260,5 +317,6 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         # vLLM picks an attention backend per layer for hybrids; forcing one crashes them (seed 002 §7.1.1).
         force_attention_backend=state_layers is None,
         speculative=_speculative(text),
+        quirks=_layout_note(text, architecture, int(layers), int(kv_heads), int(head_dim)),
         sources=sources | {"weights_gib": f"{source} (safetensors sizes)"},
     )

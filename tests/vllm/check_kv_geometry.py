@@ -28,6 +28,7 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 from sparkfleet.kvcache import GroupKind, base_block_size, geometry
 from sparkfleet.localmodel import profile_from_dir
+from sparkfleet.modelconfig import PROVED_LAYOUTS
 from sparkfleet.models import ModelProfile, Platform
 from vllm import LLM
 
@@ -288,8 +289,20 @@ def write_model(root: Path, fields: dict[str, Any]) -> Path:
     return model_dir
 
 
+def proved_layouts_agree() -> bool:
+    """The planner's list of proved layouts (sparkfleet.modelconfig) is exactly the families checked here."""
+    checked = {fields["model_type"] for fields in FAMILIES.values()}
+    named = {family for family, fields in FAMILIES.items() if PROVED_LAYOUTS.get(fields["model_type"]) == family}
+    if checked == set(PROVED_LAYOUTS) and set(PROVED_LAYOUTS.values()) <= named:
+        return True
+    print(f"FAIL      PROVED_LAYOUTS {sorted(PROVED_LAYOUTS.items())} disagrees with the families checked {sorted(checked)}")
+    return False
+
+
 def main() -> int:
     passed = failed = 0
+    if not proved_layouts_agree():
+        failed += 1
     with tempfile.TemporaryDirectory() as tmp:
         only = os.environ.get("KV_FAMILIES")
         for family, fields in FAMILIES.items():
