@@ -36,6 +36,8 @@ STATE_LAYER_TYPES = {"linear_attention", "mamba"}
 CACHELESS_LAYER_TYPES = {"mlp", "moe"}
 HYBRID_CACHELESS = {"-", "E"}  # hybrid_override_pattern's MLP and MoE layers
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# DeciLM / Nemotron-NAS: each layer in block_configs (models/nemotron_nas.py).
+NAS_MODEL_TYPE = "nemotron-nas"
 # The text config's model_type -> the family of tests/vllm/check_kv_geometry.py whose tiny model proves
 # that the planner reads its layout as vLLM builds its KV cache (the check asserts the two lists agree).
 PROVED_LAYOUTS = {
@@ -48,6 +50,7 @@ PROVED_LAYOUTS = {
     "deepseek_v3": "deepseek_v3 (MLA)",
     "nemotron_h": "nemotron_h (Mamba-2 hybrid)",
     "qwen3_next": "qwen3_next (Gated-DeltaNet hybrid)",
+    NAS_MODEL_TYPE: "nemotron_nas (per-layer blocks, no-op attention)",
 }
 # Fields that shape layers and that the planner does not read: planning past them would use defaults
 # the config contradicts (Nemotron-NAS has no num_key_value_heads and was planned 13x too large).
@@ -133,6 +136,41 @@ def _layer_kinds(text: dict[str, Any], layers: int, source: str) -> list[str]:
     if isinstance(every, int) and every > 1 and text.get("sliding_window"):
         return ["full" if (i + 1) % every == 0 else "sliding" for i in range(layers)]
     return ["full"] * layers
+
+
+def _nas_attention(text: dict[str, Any], heads: int, source: str) -> tuple[int, list[str]]:
+    """KV heads and layer kinds of a DeciLM / Nemotron-NAS config from its block_configs.
+
+    A block whose attention is no_op holds no KV cache; the others have num_attention_heads /
+    n_heads_in_group KV heads. vLLM 0.32 reads only no_op (models/nemotron_nas.py), so an attention
+    replaced by a linear layer is refused, and it takes the KV heads of the first attention block for
+    all (transformers_utils/model_arch_config_convertor.py), so blocks that disagree are refused too.
+    """
+    blocks = text.get("block_configs")
+    if not isinstance(blocks, list) or not blocks or not all(isinstance(b, dict) for b in blocks):
+        raise PlanError("model", f"{source}: unsupported layout: block_configs must be one mapping per layer")
+    kinds, groups = [], set()
+    for block in blocks:
+        attention = block.get("attention") or {}
+        if attention.get("replace_with_linear"):
+            raise PlanError(
+                "model",
+                f"{source}: unsupported layout: block_configs attention replace_with_linear (vLLM 0.32 builds a full "
+                "attention layer there)",
+            )
+        if attention.get("no_op"):
+            continue
+        kinds.append("full")
+        groups.add(int(attention.get("n_heads_in_group") or 1))
+    if not kinds:
+        raise PlanError("model", f"{source}: unsupported layout: block_configs has no attention layer")
+    if len(groups) > 1:
+        raise PlanError(
+            "model",
+            f"{source}: unsupported layout: block_configs with n_heads_in_group {sorted(groups)}: vLLM sizes every "
+            "layer by the first attention block",
+        )
+    return heads // groups.pop(), kinds
 
 
 def _state_layers(text: dict[str, Any], count: int, source: str) -> StateLayers | None:
@@ -225,6 +263,8 @@ def remote_code_files(config: dict[str, Any]) -> tuple[str, ...]:
 
 def _unread_layout(config: dict[str, Any], text: dict[str, Any], source: str) -> None:
     for field, what in UNREAD_LAYOUT_FIELDS.items():
+        if field == "block_configs" and text.get("model_type") == NAS_MODEL_TYPE:
+            continue
         if text.get(field) is not None or config.get(field) is not None:
             raise PlanError(
                 "model",
@@ -264,7 +304,11 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         if mla
         else _first(text, "head_dim") or _first(text, "hidden_size_per_head") or hidden // heads
     )
-    kinds = _layer_kinds(text, int(layers), source)
+    nas = _nas_attention(text, int(heads), source) if text.get("model_type") == NAS_MODEL_TYPE else None
+    if nas is not None:
+        kv_heads, kinds = nas
+    else:
+        kinds = _layer_kinds(text, int(layers), source)
     # Gemma's last num_kv_shared_layers read the cache of an earlier layer of their kind and hold none.
     shared = int(text.get("num_kv_shared_layers") or 0)
     owned = kinds[: len(kinds) - shared] if shared else kinds

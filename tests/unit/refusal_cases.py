@@ -23,7 +23,7 @@ INSTALL = {"platform": "gb10", "uv_version": "0.13.9", "vllm_version": "0.32.0"}
 PATCH = {"name": "fix.py", "kind": "overlay", "target": "vllm/x.py", "sha256": "a" * 64}
 
 
-# Llama-3.3-Nemotron-Super-49B's shape (issue 21): no num_key_value_heads, every layer in block_configs.
+# Llama-3.3-Nemotron-Super-49B's shape (issue 21) with one block of other KV heads.
 NAS = {
     "id": "nvidia/Llama-3_3-Nemotron-Super-49B-v1_5",
     "path": "/models/nas",
@@ -34,7 +34,9 @@ NAS = {
         "hidden_size": 8192,
         "num_attention_heads": 64,
         "num_hidden_layers": 80,
-        "block_configs": [{"attention": {"no_op": False, "n_heads_in_group": 8}}] * 80,
+        # Two KV head counts: vLLM sizes every layer by the first attention block.
+        "block_configs": [{"attention": {"no_op": False, "n_heads_in_group": 8}}] * 79
+        + [{"attention": {"no_op": False, "n_heads_in_group": 4}}],
     },
 }
 
@@ -105,7 +107,7 @@ CASES = [
     Case("a drafter nothing has read", serve(instance(intent={"speculative": "eagle3", "drafter": "org/draft"})), "vllm_serve_instances[0] (qwen) intent.drafter", "drafter_weights_gib"),
     Case("misspelt intent key", serve(instance(intent={"max_ctx": 65536})), "vllm_serve_instances[0].intent.max_ctx", "Extra inputs"),
     Case("intent that is not a mapping", serve({**instance(), "intent": "65536"}), "vllm_serve_instances[0].intent", "must be a mapping"),
-    Case("a config with per-layer blocks sparkfleet does not read", serve(instance(model=NAS)), "vllm_serve_instances[0].model", "unsupported layout: block_configs"),
+    Case("per-layer blocks with different KV heads", serve(instance(model=NAS)), "vllm_serve_instances[0].model", "unsupported layout: block_configs"),
     Case("an infinite host reserve", serve(instance(intent={"host_reserve_gib": float("inf")})), "vllm_serve_instances[0].intent.host_reserve_gib", "finite"),
     Case("answer check with a line break in its question", serve(instance(intent={"answer_check": {"question": "What?\nSay 204", "answer": "204"}})), "vllm_serve_instances[0].intent.answer_check.question", "one line of printable text"),
     Case("answer check with an empty answer", serve(instance(intent={"answer_check": {"question": "What is 2+2?", "answer": ""}})), "vllm_serve_instances[0].intent.answer_check.answer"),

@@ -89,18 +89,42 @@ def test_a_mutated_layout_is_refused_or_warned_never_quiet(fixture: Path, mutati
         assert outcome == "refused" and f"unsupported layout: {field}" in message
 
 
-def test_nemotron_nas_is_refused_naming_block_configs_not_planned_13x_too_large() -> None:
-    # The shape of Llama-3.3-Nemotron-Super-49B's config (issue 21): no num_key_value_heads, 80 layers in
-    # block_configs, 31 of them with attention no_op.
-    blocks = [{"attention": {"no_op": i % 5 in (1, 3), "n_heads_in_group": 8}, "ffn": {"ffn_mult": 5.25}} for i in range(80)]
-    config = {
+def nas_config(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The shape of nvidia/Llama-3_3-Nemotron-Super-49B-v1's config.json (issue 21; its first blocks read in
+    a public copy of that file): no num_key_value_heads, every layer in block_configs."""
+    return {
         "architectures": ["DeciLMForCausalLM"],
         "model_type": "nemotron-nas",
         "hidden_size": 8192,
         "num_attention_heads": 64,
-        "num_hidden_layers": 80,
+        "num_hidden_layers": len(blocks),
         "max_position_embeddings": 131072,
         "block_configs": blocks,
     }
-    outcome, message = plan_or_refusal(config)
-    assert outcome == "refused" and "unsupported layout: block_configs" in message and "DeciLM" in message
+
+
+def block(no_op: bool = False, group: int | None = 8, linear: bool = False) -> dict[str, Any]:
+    attention = {"no_op": no_op, "n_heads_in_group": None if no_op else group, "replace_with_linear": linear}
+    return {"attention": attention, "ffn": {"ffn_mult": 5.25, "no_op": False, "replace_with_linear": False}}
+
+
+def test_nemotron_nas_plans_its_49_attention_layers_not_80() -> None:
+    # 80 blocks, 31 with attention no_op: 49 x 2 x 8 KV heads x 128 x 2 bytes = 200,704 bytes per token.
+    config = nas_config([block() for _ in range(49)] + [block(no_op=True) for _ in range(31)])
+    profile = profile_from_config("nvidia/Llama-3_3-Nemotron-Super-49B-v1", config, 93 * GIB, "fixture")
+    assert (profile.full_attention_layers, profile.kv_heads, profile.head_dim) == (49, 8, 128)
+    assert profile.full_attention_layers * 2 * profile.kv_heads * profile.head_dim * 2 == 200_704
+    assert not [q for q in profile.quirks if "not proved" in q]
+
+
+@pytest.mark.parametrize(
+    ("blocks", "says"),
+    [
+        ([block(), block(group=4)], "n_heads_in_group [4, 8]"),
+        ([block(), block(linear=True)], "replace_with_linear"),
+        ([block(no_op=True)], "no attention layer"),
+    ],
+)
+def test_a_nas_layout_vllm_would_misread_is_refused(blocks: list[dict[str, Any]], says: str) -> None:
+    outcome, message = plan_or_refusal(nas_config(blocks))
+    assert outcome == "refused" and "unsupported layout: block_configs" in message and says in message

@@ -193,6 +193,20 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "conv_kernel": 4,
         "mamba_ssm_cache_dtype": "float32",
     },
+    # Nemotron-NAS (DeciLM): each layer in block_configs, some attention no_op, 8 query heads per KV head
+    # (nvidia/Llama-3_3-Nemotron-Super-49B-v1: 80 blocks, 31 no_op, n_heads_in_group 8). Its config class is
+    # the repository's own code; NAS_CONFIG_CODE stands in for it (what vLLM's nemotron_nas.py reads).
+    "nemotron_nas (per-layer blocks, no-op attention)": {
+        "architectures": ["DeciLMForCausalLM"],
+        "model_type": "nemotron-nas",
+        "num_hidden_layers": 5,
+        "num_attention_heads": 8,
+        "head_dim": 32,
+        "block_configs": [
+            {"attention": {"no_op": no_op, "n_heads_in_group": 4}, "ffn": {"no_op": False, "ffn_mult": 2.0}}
+            for no_op in (False, True, False, True, False)
+        ],
+    },
     # Qwen3-Next's Gated-DeltaNet (16 key heads, 32 value heads, 128 each; Qwen/Qwen3-Next-80B-A3B).
     "qwen3_next, 80B's state (block raised)": {
         **QWEN3_NEXT,
@@ -204,6 +218,25 @@ FAMILIES: dict[str, dict[str, Any]] = {
 }
 
 CANNOT_RUN: dict[str, str] = {}
+
+NAS_CONFIG_CODE = """from transformers import LlamaConfig
+
+
+class Fields(dict):
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError as exc:
+            raise AttributeError(name) from exc
+
+
+class DeciLMConfig(LlamaConfig):
+    model_type = "nemotron-nas"
+
+    def __init__(self, block_configs=None, **kwargs):
+        super().__init__(**kwargs)
+        self.block_configs = [Fields({k: Fields(v) for k, v in b.items()}) for b in (block_configs or [])]
+"""
 
 KIND_OF_SPEC = {
     "FullAttentionSpec": GroupKind.FULL,
@@ -230,6 +263,7 @@ def vllm_layout(model_dir: Path) -> Layout:
         max_num_seqs=4,
         kv_cache_memory_bytes=KV_POOL_BYTES,
         enforce_eager=True,
+        trust_remote_code=(model_dir / "configuration_decilm.py").exists(),
     )
     try:
         config = llm.llm_engine.engine_core.engine_core.scheduler.kv_cache_config
@@ -276,10 +310,29 @@ def planner_layout(model_dir: Path) -> Layout:
     return Layout(groups, geo.page_bytes, geo.num_blocks(KV_POOL_BYTES))
 
 
+def write_remote_code_model(root: Path, fields: dict[str, Any]) -> Path:
+    """A model whose config class is its own code (auto_map), as Nemotron-NAS ships it."""
+    model_dir = root / str(len(list(root.iterdir())))
+    model_dir.mkdir()
+    (model_dir / "configuration_decilm.py").write_text(NAS_CONFIG_CODE)
+    config = {
+        **COMMON,
+        **fields,
+        "auto_map": {"AutoConfig": "configuration_decilm.DeciLMConfig"},
+        "dtype": "bfloat16",
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-5,
+    }
+    (model_dir / "config.json").write_text(json.dumps(config))
+    return model_dir
+
+
 def write_model(root: Path, fields: dict[str, Any]) -> Path:
     from transformers import AutoConfig
 
     model_type = fields["model_type"]
+    if model_type == "nemotron-nas":
+        return write_remote_code_model(root, fields)
     config = AutoConfig.for_model(model_type, **{**COMMON, **{k: v for k, v in fields.items() if k != "model_type"}})
     config.dtype = "bfloat16"
     model_dir = root / str(len(list(root.iterdir())))
