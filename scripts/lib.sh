@@ -78,6 +78,17 @@ ensure_sandbox_model() {
   PYTHONPATH="$ROOT/python" "$VLLM_VENV/bin/python" "$ROOT/scripts/make_sandbox_model.py" "$CACHE/sandbox-model/tiny-llama" >&2
 }
 
+# promtool from Debian's prometheus package, unpacked under .cache (not installed: no service starts),
+# for the unit tests that run the alert rules against recorded series (tests/unit/test_alert_rules.py).
+ensure_promtool() {
+  local dir="$CACHE/promtool"
+  [ -x "$dir/usr/bin/promtool" ] && return
+  mkdir -p "$dir.deb"
+  (cd "$dir.deb" && { apt-get download -qq prometheus 2>/dev/null || { apt-get update -qq && apt-get download -qq prometheus; }; })
+  dpkg-deb -x "$dir.deb"/prometheus_*.deb "$dir.tmp" && rm -f "$dir.tmp/usr/bin/prometheus"
+  rm -rf "$dir" "$dir.deb" && mv "$dir.tmp" "$dir"
+}
+
 # A container runtime that boots systemd: podman with runc (crun refuses hybrid cgroups) and debootstrap.
 ensure_podman() {
   command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1 && command -v runc >/dev/null 2>&1 && return

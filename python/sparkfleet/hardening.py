@@ -28,6 +28,7 @@ class UnitKind(str, Enum):
     DROP_CACHES = "drop_caches"  # the oneshot that frees the page cache before each vLLM start
     FRONT_DOOR = "front_door"  # the OS's nginx (a drop-in): root master, workers as www-data
     DOOR_METRICS = "door_metrics"  # the oneshot that turns the door's access log into textfile metrics
+    GPU_METRICS = "gpu_metrics"  # the oneshot that turns nvidia-smi's readings into textfile metrics
 
 
 class Directive(Strict):
@@ -168,6 +169,17 @@ def sandbox(
             _d("StateDirectory", "sparkfleet-door-metrics", "its counters and log offset survive between runs"),
             _d("MemoryDenyWriteExecute", "yes", "no writable+executable memory"),
             _d("PrivateDevices", "yes", "no physical devices"),
+            _d("PrivateNetwork", "yes", "no network at all"),
+            _d("RestrictAddressFamilies", "AF_UNIX", "no network sockets"),
+            _d("IPAddressDeny", "any", "no network at all"),
+            _d("SystemCallFilter", "@system-service", "only the system calls services use"),
+            _d("SystemCallErrorNumber", "EPERM", "a filtered system call fails instead of killing the process"),
+        ]
+    if kind is UnitKind.GPU_METRICS:
+        return [
+            *out,
+            *_devices(platform),
+            _d("MemoryDenyWriteExecute", "yes", "no writable+executable memory"),
             _d("PrivateNetwork", "yes", "no network at all"),
             _d("RestrictAddressFamilies", "AF_UNIX", "no network sockets"),
             _d("IPAddressDeny", "any", "no network at all"),

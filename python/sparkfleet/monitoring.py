@@ -22,6 +22,10 @@ from .models import GIB, WILDCARDS, ServePlan, Strict
 from .sources import SEED_GUIDE, SEED_SM121, SEED_VLLM_BLOG
 
 VLLM_JOB = "sparkfleet-vllm"
+# Clock-event reasons that explain a low clock (the GPU metrics collector, monitoring role).
+_HEAT = "hw_slowdown|hw_thermal_slowdown|sw_thermal_slowdown"
+_SLOWDOWNS = f"sw_power_cap|hw_power_brake_slowdown|{_HEAT}"
+GPU_HANGS = "GB10 hangs reported in other Spark projects' trackers (issue 20)"
 NODE_JOB = "sparkfleet-node"
 BY = "sparkfleet_host, sparkfleet_instance"
 _DURATION = re.compile(r"[1-9][0-9]*(ms|s|m|h)|0s")
@@ -36,6 +40,10 @@ class Thresholds(Strict):
     spec_acceptance: Annotated[float, Field(gt=0, lt=1)] = 0.3
     door_error_ratio: Annotated[float, Field(gt=0, le=1)] = 0.05
     door_auth_failures_per_minute: Annotated[float, Field(gt=0)] = 30.0
+    # A GPU this busy is under load; below this share of its maximum clock, or this power, it is stuck.
+    gpu_busy_utilization: Annotated[float, Field(gt=0, le=1)] = 0.9
+    gpu_clock_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.5
+    gpu_busy_min_watts: Annotated[float, Field(gt=0)] = 25.0
     down_for: str = "2m"
     stalled_for: str = "2m"
     sustained_for: str = "5m"
@@ -195,6 +203,36 @@ ALERTS: tuple[Alert, ...] = (
         "warning",
         "The front door of {{ $labels.sparkfleet_host }} refuses {{ $value }} requests a minute for a missing or bad key",
         "front_door: a revoked key still in use, or someone trying keys",
+    ),
+    Alert(
+        "SparkfleetGpuClockStuckLow",
+        "sparkfleet_gpu_sm_clock_mhz / sparkfleet_gpu_sm_clock_max_mhz",
+        "< {th.gpu_clock_fraction} and on (instance, gpu) sparkfleet_gpu_utilization_ratio > {th.gpu_busy_utilization}"
+        f' unless on (instance, gpu) (sparkfleet_gpu_clock_event_active{{{{reason=~"{_SLOWDOWNS}"}}}} == 1)',
+        "sustained_for",
+        "critical",
+        "GPU {{ $labels.gpu }} of {{ $labels.sparkfleet_host }} is busy at {{ $value | humanizePercentage }} of its"
+        " maximum clock with no slowdown reason: a stuck clock (power-cycle the Spark)",
+        f"{GPU_HANGS}: a GB10 sat at 702 MHz until power-cycled",
+    ),
+    Alert(
+        "SparkfleetGpuBusyAtLowPower",
+        "sparkfleet_gpu_utilization_ratio",
+        "> {th.gpu_busy_utilization} and on (instance, gpu) sparkfleet_gpu_power_watts < {th.gpu_busy_min_watts}",
+        "sustained_for",
+        "critical",
+        "GPU {{ $labels.gpu }} of {{ $labels.sparkfleet_host }} reports {{ $value | humanizePercentage }} busy at"
+        " almost no power: a wedged GPU that /health does not show",
+        f"{GPU_HANGS}: 96 % utilisation at 20 W with /health green",
+    ),
+    Alert(
+        "SparkfleetGpuThermalSlowdown",
+        f'max by (sparkfleet_host, instance, gpu) (sparkfleet_gpu_clock_event_active{{reason=~"{_HEAT}"}})',
+        "== 1",
+        "sustained_for",
+        "warning",
+        "GPU {{ $labels.gpu }} of {{ $labels.sparkfleet_host }} is slowed down for heat: check airflow and dust",
+        "nvidia-smi clocks_event_reasons (hw_slowdown, hw/sw_thermal_slowdown); decode speed falls with the clock",
     ),
     Alert(
         "SparkfleetSpecDecodeAcceptanceLow",

@@ -18,7 +18,9 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-METRIC = re.compile(r"(?<![\w:])(vllm:[a-z_]+|sparkfleet:[a-z0-9_:]+|sparkfleet_plan_[a-z_]+|node_[A-Za-z_]+|up)(?![\w:(])")
+METRIC = re.compile(
+    r"(?<![\w:])(vllm:[a-z_]+|sparkfleet:[a-z0-9_:]+|sparkfleet_(?:plan|gpu)_[a-z_]+|node_[A-Za-z_]+|up)(?![\w:(])"
+)
 GRAFANA_VARIABLES = {"$host": ".*", "$instance": ".*"}
 
 
