@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -47,6 +49,16 @@ def cpu_host(version: str = "0.32.0", total_gib: int = 64) -> HostFacts:
         unified_memory=False,
         vllm_version=version,
     )
+
+
+def load_file(relative: str) -> ModuleType:
+    """A script the roles copy to hosts (standard library only, no package), imported from its file."""
+    path = ROOT / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture

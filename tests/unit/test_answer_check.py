@@ -9,17 +9,16 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from conftest import spark
+from conftest import load_file, spark
 from hypothesis import given
 from hypothesis import strategies as st
-from test_probe import load_probe
 
 from sparkfleet.answers import KNOWN_ANSWERS, REASONING_ANSWER_TOKENS, answer_check, serves_pooling
 from sparkfleet.catalog import get_profile, load_catalog
 from sparkfleet.models import Intent, KnownAnswer
 from sparkfleet.planner import plan
 
-probe = load_probe()
+probe = load_file("roles/vllm_serve/files/sparkfleet_probe.py")
 QWEN = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 
 

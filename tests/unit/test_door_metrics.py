@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 from pathlib import Path
-from types import ModuleType
 
+from conftest import load_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,17 +16,7 @@ from sparkfleet.monitoring import ALERTS, RECORDINGS, Thresholds
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "sparkfleet_door_metrics", ROOT / "roles/front_door/files/sparkfleet_door_metrics.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-metrics = load()
+metrics = load_file("roles/front_door/files/sparkfleet_door_metrics.py")
 
 # Lines as the door wrote them on the sandbox host (its log_format), with the models it serves.
 HEALTH = (

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import stat
 from pathlib import Path
-from types import ModuleType
 
+from conftest import load_file
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,17 +15,7 @@ H100 = ROOT / "tests/fixtures/nvidia-h100-driver580"
 GB10 = ROOT / "tests/fixtures/gb10-built"
 
 
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "sparkfleet_gpu_metrics", ROOT / "roles/monitoring/files/sparkfleet_gpu_metrics.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-gpu = load()
+gpu = load_file("roles/monitoring/files/sparkfleet_gpu_metrics.py")
 SAMPLE = re.compile(r"^(?P<name>[a-z_]+)(\{(?P<labels>[^}]*)\})? (?P<value>-?[0-9.e+]+)$")
 
 
@@ -57,9 +46,18 @@ def test_an_h100_under_load_is_power_capped_at_full_clock() -> None:
     assert found["sparkfleet_gpu_clock_event_active/gpu_idle"] == 0
 
 
-def test_the_collector_on_the_real_gpu_wrote_what_it_writes_from_the_recording() -> None:
+def test_the_collector_on_the_real_gpu_wrote_the_series_it_writes_from_the_recording() -> None:
+    # Two readings seconds apart under the same load: the same series and the same capped, busy state.
     on_device = samples((H100 / "collector-load.prom").read_text())
-    assert set(on_device) == set(samples(gpu.render(gpu.parse((H100 / "query-metrics-load.csv").read_text()))))
+    recorded = samples(gpu.render(gpu.parse((H100 / "query-metrics-load.csv").read_text())))
+    assert set(on_device) == set(recorded)
+    for series in ("sparkfleet_gpu_present", "sparkfleet_gpu_utilization_ratio", "sparkfleet_gpu_sm_clock_max_mhz"):
+        assert on_device[series] == recorded[series]
+    assert (
+        on_device["sparkfleet_gpu_clock_event_active/sw_power_cap"]
+        == recorded["sparkfleet_gpu_clock_event_active/sw_power_cap"]
+        == 1
+    )
 
 
 def test_an_idle_h100_says_why_its_clock_is_low() -> None:

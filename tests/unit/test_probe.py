@@ -2,28 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import urllib.error
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from conftest import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load_probe() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sparkfleet_probe", ROOT / "roles/vllm_serve/files/sparkfleet_probe.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-probe = load_probe()
+probe = load_file("roles/vllm_serve/files/sparkfleet_probe.py")
 
 
 def test_api_key_reads_the_systemd_quoted_value(tmp_path: Path) -> None:
