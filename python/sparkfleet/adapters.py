@@ -104,10 +104,23 @@ def instance_request(item: Any, label: str = "instance") -> InstanceRequest:
     if isinstance(item.get("drafter"), dict):
         drafter, drafter_ref = model_profile(item["drafter"], f"{label}.intent.drafter")
         intent = intent.model_copy(update={"drafter": drafter_ref})
+    switching: dict[str, Any] = {}
+    if "on_demand" in item:
+        if not isinstance(item["on_demand"], bool):
+            raise PlanError(f"{label}.on_demand", f"{item['on_demand']!r} is not true or false")
+        switching["on_demand"] = item["on_demand"]
+    if "idle_stop_after" in item:
+        if not item.get("on_demand"):
+            raise PlanError(f"{label}.idle_stop_after", "applies to an on_demand instance only", ("on_demand: true",))
+        switching["idle_stop_after_s"] = item["idle_stop_after"]
     try:
-        return InstanceRequest(name=item["name"], profile=profile, model_ref=ref, intent=intent, drafter=drafter)
+        return InstanceRequest(
+            name=item["name"], profile=profile, model_ref=ref, intent=intent, drafter=drafter, **switching
+        )
     except ValidationError as exc:
-        raise from_validation(exc, label, ".") from exc
+        error = from_validation(exc, label, ".")
+        # The role's variable is idle_stop_after (seconds); the model spells out its unit.
+        raise PlanError(error.variable.replace(".idle_stop_after_s", ".idle_stop_after"), error.problem) from exc
 
 
 def host_plan(facts: Any, instances: Any, label: str = "instances") -> HostPlan:
@@ -124,15 +137,19 @@ def scraped_host(raw: Any, name: str) -> ScrapedHost:
     default_host = Intent.model_fields["host"].default
     default_port = Intent.model_fields["port"].default
     endpoints = {}
+    on_demand = set()
     for index, item in enumerate(raw.get("instances") or []):
         if not isinstance(item, dict) or "name" not in item:
             raise ValueError(f"vllm_serve_instances[{index}] on {name}: each instance needs a name")
         endpoints[str(item["name"])] = endpoint(str(item.get("host", default_host)), int(item.get("port", default_port)))
+        if item.get("on_demand") is True:
+            on_demand.add(str(item["name"]))
     return ScrapedHost(
         address=str(raw.get("address") or name),
         server=str(raw.get("server") or name),
         endpoints=endpoints,
         node_exporter=bool(raw.get("node_exporter", True)),
+        on_demand=on_demand,
     )
 
 

@@ -74,6 +74,8 @@ class InstanceObservation(Loose):
     wanted_plan: dict[str, Any] | None = None
     model: dict[str, Any] = Field(default_factory=dict)
     journal: str = ""
+    # Switched by the front door: stopped is its normal state between uses.
+    on_demand: bool = False
 
 
 class ServeObservation(Loose):
@@ -258,16 +260,15 @@ def instance_findings(obs: InstanceObservation, release: dict[str, Any] | None) 
     if obs.unit.get("LoadState") == "not-found":
         out.append(Finding(area=area, check="unit", status=Status.RED, detail="no unit: run the site playbook"))
         return out
-    unit_status = Status.RED if active != "active" else Status.YELLOW if restarts else Status.GREEN
-    out.append(
-        Finding(
-            area=area,
-            check="unit",
-            status=unit_status,
-            detail=f"{active}/{sub}, {restarts} automatic restart(s) since it was last started",
-        )
+    resting = obs.on_demand and active == "inactive"
+    unit_status = (
+        Status.GREEN if resting else Status.RED if active != "active" else Status.YELLOW if restarts else Status.GREEN
     )
-    if obs.ready:
+    detail = f"{active}/{sub}, {restarts} automatic restart(s) since it was last started"
+    if resting:
+        detail = "stopped: on demand, the front door starts it on the next request for its model"
+    out.append(Finding(area=area, check="unit", status=unit_status, detail=detail))
+    if obs.ready and not resting:
         ready = bool(obs.ready.get("ready"))
         detail = (
             f"/health and the known-answer check: {str(obs.ready.get('reply', ''))[:40]!r}"

@@ -69,6 +69,9 @@ class DoorLimits(Strict):
     read_timeout_s: Annotated[int, Field(ge=10, le=86_400)] = 3600
     # While an instance starts or restarts the door answers 503 and asks clients to retry after this.
     retry_after_s: Annotated[int, Field(ge=1, le=3600)] = 10
+    # A request for a stopped on-demand model waits this long for it to start and answer right, then
+    # gets 503 with Retry-After (the start goes on; a later request finds it ready).
+    on_demand_wait_s: Annotated[int, Field(ge=10, le=3600)] = 600
 
 
 class DoorSettings(Strict):
@@ -105,6 +108,25 @@ class DoorRoute(Strict):
     upstream: str
     paths: list[str]
     max_model_len: int
+    on_demand: bool = False
+
+
+class Switched(Strict):
+    """An on-demand instance as the activator sees it: what it holds and when it stops idle."""
+
+    unit: str
+    url: str
+    footprint_gib: float
+    idle_stop_after_s: int
+
+
+class Activator(Strict):
+    """What the door's activator switches: on-demand instances only, within the plan's budget beside the
+    always-on ones (never stopping one of those)."""
+
+    budget_gib: float
+    wait_s: int
+    instances: dict[str, Switched]
 
 
 class DoorPlan(Strict):
@@ -119,6 +141,7 @@ class DoorPlan(Strict):
     clients: list[DoorClient]
     limits: DoorLimits
     reasons: list[str]
+    activator: Activator | None = None
 
 
 def client_digests(clients: object, variable: str) -> list[dict[str, str]]:
@@ -198,6 +221,7 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
                 upstream=f"{endpoint.local_host}:{endpoint.port}",
                 paths=_paths_of(served.argv),
                 max_model_len=served.max_model_len,
+                on_demand=name in host_plan.on_demand,
             )
         )
     paths = sorted({p for r in routes for p in r.paths})
@@ -213,6 +237,26 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
         f"allow-listed paths: {', '.join([MODELS_PATH, *paths])}; any other path is 404 with a key, 401 without",
         "keys are kept as SHA-256 digests; adding or revoking one reloads the proxy, in-flight requests finish",
     ]
+    activator = None
+    if host_plan.on_demand:
+        activator = Activator(
+            budget_gib=host_plan.on_demand_budget_gib,
+            wait_s=settings.limits.on_demand_wait_s,
+            instances={
+                name: Switched(
+                    unit=f"sparkfleet-vllm-{name}.service",
+                    url=host_plan.endpoints[name].local_url,
+                    footprint_gib=switched.footprint_gib,
+                    idle_stop_after_s=switched.idle_stop_after_s,
+                )
+                for name, switched in sorted(host_plan.on_demand.items())
+            },
+        )
+        reasons.append(
+            f"on demand: {', '.join(activator.instances)} start on their first request (waiting up to "
+            f"{activator.wait_s} s) and stop idle; together they may hold {activator.budget_gib:.1f} GiB beside "
+            "the always-on instances, so an idle one is stopped to make room, a busy or always-on one never"
+        )
     return DoorPlan(
         address=settings.address,
         port=settings.port,
@@ -225,6 +269,7 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
         clients=settings.clients,
         limits=settings.limits,
         reasons=reasons,
+        activator=activator,
     )
 
 

@@ -29,6 +29,7 @@ class UnitKind(str, Enum):
     FRONT_DOOR = "front_door"  # the OS's nginx (a drop-in): root master, workers as www-data
     DOOR_METRICS = "door_metrics"  # the oneshot that turns the door's access log into textfile metrics
     GPU_METRICS = "gpu_metrics"  # the oneshot that turns nvidia-smi's readings into textfile metrics
+    DOOR_ACTIVATOR = "door_activator"  # starts and stops the door's on-demand instances: talks to systemd
 
 
 class Directive(Strict):
@@ -203,6 +204,12 @@ def sandbox(
         out += [
             _d("IPAddressDeny", "any", "defence in depth: it talks to nothing but its instance"),
             _d("IPAddressAllow", " ".join(peers), "the instance's API, where the probe reaches it"),
+        ]
+    elif kind is UnitKind.DOOR_ACTIVATOR:
+        out += [
+            _d("RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6", "nginx's socket, systemd's bus, the instances"),
+            _d("IPAddressDeny", "any", "defence in depth: it talks to nothing but this host's instances"),
+            _d("IPAddressAllow", "localhost", "the on-demand instances, which behind the door bind loopback"),
         ]
     elif kind is UnitKind.NODE_EXPORTER:
         out.append(

@@ -14,6 +14,8 @@ from .planner import plan
 
 # Instance names become unit names (sparkfleet-vllm-<name>.service) and directory names.
 _INSTANCE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+# An on-demand instance stops after this long without a request (the front door's activator stops it).
+IDLE_STOP_AFTER_S = 900
 
 
 class InstanceRequest(Strict):
@@ -23,6 +25,9 @@ class InstanceRequest(Strict):
     intent: Intent
     # The profile of intent.drafter when it was read (staged, or described from the hub).
     drafter: ModelProfile | None = None
+    # Not kept running: the front door starts it on the first request for its model and stops it idle.
+    on_demand: bool = False
+    idle_stop_after_s: Annotated[int, Field(ge=60, le=7 * 86400)] = IDLE_STOP_AFTER_S
 
     @field_validator("name")
     @classmethod
@@ -48,13 +53,24 @@ def endpoint(host: str, port: int) -> Endpoint:
     return Endpoint(host=host, port=port, local_host=local, local_url=f"http://{shown}:{port}")
 
 
+class OnDemand(Strict):
+    """An instance the front door switches in on its first request and stops after idle_stop_after_s."""
+
+    footprint_gib: Annotated[float, Field(ge=0)]
+    idle_stop_after_s: int
+
+
 class HostPlan(Strict):
     instances: dict[str, ServePlan]
     endpoints: dict[str, Endpoint]
+    # The most the instances hold at once as planned: every always-on one plus the largest on-demand one.
     footprint_gib: Annotated[float, Field(ge=0)]
     usable_gib: float
     mem_total_gib: float
     host_reserve_gib: float
+    on_demand: dict[str, OnDemand] = Field(default_factory=dict)
+    # What on-demand instances may hold together beside the always-on ones; the activator keeps to it.
+    on_demand_budget_gib: float = 0.0
 
 
 def footprint_gib(served: ServePlan) -> float:
@@ -142,9 +158,11 @@ def plan_host(host: HostFacts, requests: list[InstanceRequest], label: str = "in
     usable = total - reserve
     if host.platform is Platform.GB10:
         usable = min(usable, mem.GB10_MAX_UTILIZATION * total + mem.PROCESS_BASELINE_GIB[host.platform] * len(plans))
-    used = sum(footprint_gib(p) for p in plans.values())
-    if len(plans) > 1 and used > usable:
-        shares = ", ".join(f"{name} {footprint_gib(p):.1f}" for name, p in plans.items())
+    always = {r.name: footprint_gib(plans[r.name]) for r in requests if not r.on_demand}
+    switched = {r.name: footprint_gib(plans[r.name]) for r in requests if r.on_demand}
+    used = sum(always.values())
+    if len(always) > 1 and used > usable:
+        shares = ", ".join(f"{name} {gib:.1f}" for name, gib in always.items())
         raise InfeasibleError(
             label,
             f"the instances need {used:.1f} GiB together ({shares}) but this host has {usable:.1f} GiB for vLLM",
@@ -152,14 +170,31 @@ def plan_host(host: HostFacts, requests: list[InstanceRequest], label: str = "in
                 "a smaller max_context or concurrency on one of them",
                 "profile interactive instead of throughput",
                 "kv_cache_dtype fp8",
+                "on_demand: true on the ones used now and then (the front door switches them in)",
                 "one instance per host",
             ),
         )
+    for index, request in enumerate(requests):
+        if request.on_demand and always and used + switched[request.name] > usable:
+            raise InfeasibleError(
+                f"{label}[{index}].on_demand",
+                f"{request.name} needs {switched[request.name]:.1f} GiB but the always-on instances "
+                f"({', '.join(always)}) leave {usable - used:.1f} of this host's {usable:.1f} GiB for vLLM: "
+                "an on-demand instance must fit beside them on its own",
+                ("a smaller max_context or concurrency on it", "on_demand: true on an always-on instance too"),
+            )
+    peak = used + max(switched.values(), default=0.0)
     return HostPlan(
         instances=plans,
         endpoints={r.name: endpoint(r.intent.host, r.intent.port) for r in requests},
-        footprint_gib=round(used, 2),
+        footprint_gib=round(peak, 2),
         usable_gib=round(usable, 2),
         mem_total_gib=round(total, 2),
         host_reserve_gib=reserve,
+        on_demand={
+            r.name: OnDemand(footprint_gib=round(switched[r.name], 2), idle_stop_after_s=r.idle_stop_after_s)
+            for r in requests
+            if r.on_demand
+        },
+        on_demand_budget_gib=round(usable - used, 2),
     )

@@ -133,7 +133,7 @@ class Alert:
 ALERTS: tuple[Alert, ...] = (
     Alert(
         "SparkfleetVllmDown",
-        f'up{{job="{VLLM_JOB}"}}',
+        f'up{{job="{VLLM_JOB}", sparkfleet_on_demand!="true"}}',
         "== 0",
         "down_for",
         "critical",
@@ -321,6 +321,8 @@ class ScrapedHost(Strict):
     server: str
     endpoints: dict[str, Endpoint] = Field(default_factory=dict)
     node_exporter: bool = True
+    # Instances the front door switches: down between uses by design, so no down alert for them.
+    on_demand: set[str] = Field(default_factory=set)
 
 
 def _loopback(host: str) -> bool:
@@ -359,6 +361,8 @@ def scrape_targets(server: str, hosts: dict[str, ScrapedHost], node_port: int) -
             else:
                 address = ep.host
             labels = {"sparkfleet_host": name, "sparkfleet_instance": instance}
+            if instance in host.on_demand:
+                labels["sparkfleet_on_demand"] = "true"
             vllm.append({"targets": [_target(address, ep.port)], "labels": labels})
     return {"vllm": vllm, "node": node}
 

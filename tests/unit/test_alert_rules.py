@@ -1,4 +1,4 @@
-"""The GPU alerts run by promtool (Debian's, scripts/lib.sh ensure_promtool) over recorded nvidia-smi readings.
+"""The GPU alerts (and the instance-down alert) run by promtool (Debian's, scripts/lib.sh ensure_promtool) over recorded nvidia-smi readings.
 
 Series come from the collector itself (roles/monitoring/files/sparkfleet_gpu_metrics.py) rendering the
 real H100 captures and the built GB10 one, labelled as node_exporter's scrape labels them. The rules are
@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from test_gpu_metrics import GB10, H100, gpu
 
-from sparkfleet.monitoring import rules_document, thresholds
+from sparkfleet import adapters
+from sparkfleet.monitoring import VLLM_JOB, rules_document, scrape_targets, thresholds
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMTOOL = ROOT / ".cache/promtool/usr/bin/promtool"
@@ -109,6 +110,46 @@ def test_gpu_alerts_fire_exactly_when_the_reading_says_so(case: str, tmp_path: P
                         }
                         for alert in GPU_ALERTS
                     ),
+                ],
+            }
+        ],
+    }
+    (tmp_path / "tests.yml").write_text(json.dumps(tests))
+    done = subprocess.run(
+        [promtool(), "test", "rules", "tests.yml"], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_down_instance_alerts_unless_the_front_door_switches_it(tmp_path: Path) -> None:
+    """The targets as scrape_targets labels them: an on-demand instance is down between uses by design."""
+    hosts = {
+        "spark01": adapters.scraped_host(
+            {"instances": [{"name": "chat", "port": 8000}, {"name": "coder", "port": 8001, "on_demand": True}]},
+            "spark01",
+        )
+    }
+    groups = scrape_targets("spark01", hosts, 9100)["vllm"]
+    rules = [r for r in rules_document(thresholds({}))["groups"][1]["rules"] if r["alert"] == "SparkfleetVllmDown"]
+    assert len(rules) == 1
+    rules[0].pop("annotations")
+    (tmp_path / "rules.yml").write_text(json.dumps({"groups": [{"name": "vllm", "rules": rules}]}))
+    series = []
+    for group in groups:
+        labels = {**group["labels"], "job": VLLM_JOB, "instance": group["targets"][0]}
+        series.append({"series": "up{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}", "values": "0x40"})
+    chat = next(g["labels"] for g in groups if g["labels"]["sparkfleet_instance"] == "chat")
+    assert next(g for g in groups if g["labels"]["sparkfleet_instance"] == "coder")["labels"]["sparkfleet_on_demand"]
+    fired = {**chat, "job": VLLM_JOB, "instance": "127.0.0.1:8000", "severity": "critical"}
+    tests = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": "15s",
+        "tests": [
+            {
+                "interval": "15s",
+                "input_series": series,
+                "alert_rule_test": [
+                    {"eval_time": "5m", "alertname": "SparkfleetVllmDown", "exp_alerts": [{"exp_labels": fired}]}
                 ],
             }
         ],

@@ -198,3 +198,16 @@ def test_gpu_kv_memory_is_compared_with_the_plan() -> None:
     assert finding.status is Status.GREEN
     assert "KV memory vLLM 60.0 GiB vs plan 60.0 GiB" in finding.detail
     assert "weights vLLM 17.9 GiB vs plan 18.0 GiB" in finding.detail
+
+
+def test_a_stopped_on_demand_instance_is_at_rest_and_a_failed_one_is_red() -> None:
+    raw = healthy()
+    tiny = raw["serve"]["instances"][0]
+    tiny.update(on_demand=True, ready={}, unit={"LoadState": "loaded", "ActiveState": "inactive", "SubState": "dead"})
+    report = doctor_report(raw, "spark01")
+    assert report["red"] == []
+    assert "stopped: on demand, the front door starts it on the next request" in report["table"]
+    tiny["unit"]["ActiveState"] = "failed"
+    assert statuses(raw)["instance tiny: unit"] is Status.RED
+    tiny.update(on_demand=False, unit={"LoadState": "loaded", "ActiveState": "inactive", "SubState": "dead"})
+    assert statuses(raw)["instance tiny: unit"] is Status.RED

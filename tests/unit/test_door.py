@@ -14,7 +14,7 @@ from sparkfleet.adapters import front_door_plan
 from sparkfleet.catalog import get_profile
 from sparkfleet.door import GENERATE_PATHS, key_digest
 from sparkfleet.errors import PlanError
-from sparkfleet.hostplan import HostPlan, InstanceRequest, plan_host
+from sparkfleet.hostplan import HostPlan, InstanceRequest, OnDemand, plan_host
 from sparkfleet.models import Intent
 
 NANO = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"
@@ -138,3 +138,26 @@ def test_a_key_with_anything_a_header_or_config_could_split_is_refused_unshown(k
         )
     assert err.value.variable == "front_door_clients[0].key"
     assert key * 40 not in str(err.value)
+
+
+def test_on_demand_instances_are_routed_through_the_activator_within_the_plans_budget() -> None:
+    plan = host(*TWO)
+    switched = plan.model_copy(
+        update={"on_demand": {"chat": OnDemand(footprint_gib=20.5, idle_stop_after_s=300)}, "on_demand_budget_gib": 60.0}
+    )
+    result = door(switched, limits={"on_demand_wait_s": 120})
+    assert {r["served_name"]: r["on_demand"] for r in result["routes"]} == {"chat": True, "coder": False}  # type: ignore[union-attr]
+    assert result["activator"] == {
+        "budget_gib": 60.0,
+        "wait_s": 120,
+        "instances": {
+            "chat": {
+                "unit": "sparkfleet-vllm-chat.service",
+                "url": "http://127.0.0.1:8001",
+                "footprint_gib": 20.5,
+                "idle_stop_after_s": 300,
+            }
+        },
+    }
+    assert any("on demand: chat" in reason for reason in result["reasons"])  # type: ignore[union-attr]
+    assert door(plan)["activator"] is None

@@ -104,3 +104,48 @@ class LazyList(list):  # type: ignore[type-arg]
 
 def test_plain_resolves_lazy_containers_through_python_iteration() -> None:
     assert plain({"a": LazyList(["x", "y"]), "b": ({"c": 1},)}) == {"a": ["X", "Y"], "b": [{"c": 1}]}
+
+
+def on_demand(name: str, port: int, idle: int = 900, **intent: object) -> InstanceRequest:
+    return request(name, port, **intent).model_copy(update={"on_demand": True, "idle_stop_after_s": idle})
+
+
+def test_on_demand_instances_need_to_fit_only_one_at_a_time_beside_the_always_on_ones() -> None:
+    big = {"max_context": 262144, "concurrency": 32}
+    always = request("a", 8000, max_context=32768)
+    result = plan_host(spark(), [always, on_demand("b", 8001, **big), on_demand("c", 8002, idle=120, **big)])
+    always_gib = footprint_gib(result.instances["a"])
+    largest = max(footprint_gib(result.instances[n]) for n in ("b", "c"))
+    assert set(result.on_demand) == {"b", "c"} and result.on_demand["c"].idle_stop_after_s == 120
+    assert result.on_demand["b"].footprint_gib == pytest.approx(footprint_gib(result.instances["b"]), abs=0.01)
+    assert result.on_demand_budget_gib == pytest.approx(result.usable_gib - always_gib, abs=0.02)
+    assert result.footprint_gib == pytest.approx(always_gib + largest, abs=0.02)
+    assert result.footprint_gib <= result.usable_gib
+    # Together the two on-demand ones would not fit: that is the activator's to keep apart.
+    assert result.on_demand["b"].footprint_gib + result.on_demand["c"].footprint_gib > result.on_demand_budget_gib
+
+
+def test_an_on_demand_instance_that_cannot_fit_beside_the_always_on_ones_is_refused() -> None:
+    big = {"profile": "throughput", "max_context": 65536}
+    with pytest.raises(InfeasibleError) as err:
+        plan_host(spark(), [request("a", 8000, **big), on_demand("b", 8001, **big)], "vllm_serve_instances")
+    assert err.value.variable == "vllm_serve_instances[1].on_demand"
+    assert "beside them on its own" in err.value.problem and "(a)" in err.value.problem
+
+
+def test_adapter_reads_on_demand_and_refuses_what_it_cannot_use() -> None:
+    facts = cpu_host().model_dump(mode="json") | {"platform": "gb10", "mem_total_bytes": spark().mem_total_bytes}
+    tiny = {"name": "t", "model": NANO, "intent": {"max_context": 8192, "trust_remote_code": True}}
+    result = host_plan(facts, [tiny | {"on_demand": True, "idle_stop_after": 60}], "vllm_serve_instances")
+    assert result.on_demand["t"].idle_stop_after_s == 60
+    cases = {
+        "on_demand": ({"on_demand": "yes"}, "is not true or false"),
+        "idle_stop_after": ({"idle_stop_after": 60}, "on_demand instance only"),
+    }
+    for field, (extra, problem) in cases.items():
+        with pytest.raises(PlanError) as err:
+            host_plan(facts, [tiny | extra], "vllm_serve_instances")
+        assert err.value.variable == f"vllm_serve_instances[0].{field}" and problem in err.value.problem
+    with pytest.raises(PlanError) as err:
+        host_plan(facts, [tiny | {"on_demand": True, "idle_stop_after": 5}], "vllm_serve_instances")
+    assert err.value.variable == "vllm_serve_instances[0].idle_stop_after" and "60" in err.value.problem

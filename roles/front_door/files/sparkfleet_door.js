@@ -17,7 +17,7 @@ function fail(r, status, message, code, param) {
     }) + '\n');
 }
 
-function route(r) {
+async function route(r) {
     let body;
     try {
         body = JSON.parse(r.requestText || '');
@@ -37,13 +37,29 @@ function route(r) {
     if (r.variables.sf_kind !== r.variables.sf_path_kind) {
         return fail(r, 404, 'The model `' + model + '` does not serve ' + r.uri + '.', 'unsupported_path', 'model');
     }
+    if (r.variables.sf_on_demand === '1') {
+        // A stopped on-demand instance is started by the activator; the request waits until it serves.
+        const reply = await r.subrequest('/_sparkfleet/activate/' + r.variables.sf_instance);
+        if (reply.status !== 200) {
+            let reason = 'the activator did not answer (' + reply.status + ')';
+            try {
+                reason = JSON.parse(reply.responseText).reason || reason;
+            } catch (e) {
+                // keep the status
+            }
+            r.headersOut['Retry-After'] = r.variables.sf_retry_after;
+            return fail(r, 503, 'The model `' + model + '` is switched on demand and is not ready: ' + reason
+                + '. Retry shortly.', 'model_unavailable', 'model');
+        }
+    }
     r.internalRedirect("@sparkfleet_proxy");
 }
 
 // ok only when every always-on instance answers its /health; says nothing else.
 async function health(r) {
     const targets = (r.variables.sf_health || '').split(' ').filter((t) => t !== '');
-    let ok = targets.length > 0;
+    // A host whose models are all on demand is healthy when its door is.
+    let ok = targets.length > 0 || r.variables.sf_models !== '';
     try {
         const replies = await Promise.all(targets.map((t) => ngx.fetch('http://' + t + '/health')));
         ok = ok && replies.every((reply) => reply.status === 200);

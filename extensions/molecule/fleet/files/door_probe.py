@@ -17,6 +17,7 @@ import re
 import socket
 import ssl
 import sys
+import time
 from urllib.parse import urlsplit
 
 base, ca_file, key_file, paths_file, *models = sys.argv[1:]
@@ -33,7 +34,8 @@ with open(paths_file) as handle:
 
 
 def ask(method: str, path: str, auth: str | None, body: dict[str, object] | None = None) -> tuple[int, str, dict[str, str]]:
-    connection = http.client.HTTPSConnection(url.hostname, url.port or 443, context=context, timeout=60)
+    # A request for a stopped on-demand model waits while the door starts it.
+    connection = http.client.HTTPSConnection(url.hostname, url.port or 443, context=context, timeout=300)
     headers = {"Content-Type": "application/json"}
     if auth is not None:
         headers["Authorization"] = f"Bearer {auth}"
@@ -63,10 +65,12 @@ status, text, _ = ask("GET", "/v1/models", key)
 result["models"] = [m["id"] for m in json.loads(text)["data"]] if status == 200 else text
 result["chats"] = {}
 for model in models:
+    began = time.monotonic()
     status, text, _ = ask("POST", "/v1/chat/completions", key, {**chat, "model": model})
     reply = json.loads(text)
     answer = reply.get("choices", [{}])[0].get("message", {}).get("content")
-    result["chats"][model] = {"status": status, "model": reply.get("model"), "text": answer}  # type: ignore[index]
+    took = round(time.monotonic() - began, 1)
+    result["chats"][model] = {"status": status, "model": reply.get("model"), "text": answer, "took_s": took}  # type: ignore[index]
 status, text, headers = ask("POST", "/v1/chat/completions", key, {**chat, "model": models[0], "stream": True})
 events = [line for line in text.splitlines() if line.startswith("data: ")]
 done = bool(events) and events[-1] == "data: [DONE]"

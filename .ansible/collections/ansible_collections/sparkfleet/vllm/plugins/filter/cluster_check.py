@@ -1,0 +1,60 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkfleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: cluster_check
+short_description: Every way the nodes of a Ray cluster differ from its head, each naming the node
+version_added: 0.1.0
+author: sparkfleet contributors (@sparkfleet)
+description:
+  - Compares each node with the head - release id, vLLM / torch / Ray / NCCL versions, staged models - and
+    reports a missing interconnect interface or a peer that does not answer on it.
+positional: head, interface
+options:
+  _input:
+    description: Node name to C({release_id, versions, models, interface, peers}).
+    type: dict
+    required: true
+  head:
+    description: The head node.
+    type: str
+    required: true
+  interface:
+    description: The interconnect interface, for messages.
+    type: str
+    required: true
+requirements:
+  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+"""
+
+EXAMPLES = r"""
+- name: Compare the nodes
+  ansible.builtin.set_fact:
+    __problems: "{{ nodes | sparkfleet.vllm.cluster_check('spark01', 'enp1s0f1np1') }}"
+"""
+
+RETURN = r"""
+_value:
+  description: The problems, one sentence each; empty when the cluster matches.
+  type: list
+  elements: str
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+
+
+def cluster_check(nodes, head, interface):
+    check_nodes = load("sparkfleet.adapters").cluster_check
+    try:
+        return check_nodes(nodes, head, interface)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"cluster_check: {exc}") from exc
+
+
+class FilterModule:
+    def filters(self):
+        return {"cluster_check": cluster_check}

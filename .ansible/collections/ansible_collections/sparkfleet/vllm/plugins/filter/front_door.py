@@ -1,0 +1,67 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkfleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: front_door
+short_description: Plan the front door of a host (routes by model name, allow-listed paths, clients, limits)
+version_added: 0.1.0
+author: sparkfleet contributors (@sparkfleet)
+description:
+  - Runs the C(sparkfleet) door planner on a host plan (the P(sparkfleet.vllm.host_plan#filter) result).
+  - Refuses an instance that binds beyond loopback, two instances with one model name, a door port that
+    clashes with an instance or a sparkfleet service, and client lists with bad names, weak keys or a
+    key given twice. Errors name the variable; a key is never shown.
+  - Client keys leave this filter as SHA-256 digests only.
+positional: settings, variable
+options:
+  _input:
+    description: The host plan (C(vllm_serve_plan)).
+    type: dict
+    required: true
+  settings:
+    description:
+      - C(address), C(port), C(server_name), C(tls) (C(self_signed), C(provided) or C(ca)), C(http2),
+        C(clients) (a list of C(name) and C(key)) and C(limits) (C(requests_per_minute), C(burst),
+        C(concurrency), C(max_body_mib), C(read_timeout_s), C(retry_after_s)).
+    type: dict
+    required: true
+  variable:
+    description: The variable prefix used in error messages.
+    type: str
+    default: front_door
+requirements:
+  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+"""
+
+EXAMPLES = r"""
+- name: Plan the door
+  ansible.builtin.set_fact:
+    __door: >-
+      {{ vllm_serve_plan | sparkfleet.vllm.front_door({'port': 443, 'clients': [{'name': 'alice', 'key': alice_key}]}) }}
+"""
+
+RETURN = r"""
+_value:
+  description: C(routes) (model name to loopback upstream), C(paths), C(models) (the /v1/models answer), C(clients)
+    (names and key digests), C(limits) and C(reasons).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+
+
+def front_door(host_plan, settings, variable="front_door"):
+    plan_door = load("sparkfleet.adapters").front_door_plan
+    try:
+        return plan_door(host_plan, settings, variable).model_dump(mode="json")
+    except ValueError as exc:
+        raise AnsibleFilterError(f"front_door: {exc}") from exc
+
+
+class FilterModule:
+    def filters(self):
+        return {"front_door": front_door}

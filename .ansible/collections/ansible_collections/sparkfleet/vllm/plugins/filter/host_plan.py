@@ -1,0 +1,66 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkfleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: host_plan
+short_description: Plan all vLLM instances of one host together (ports and memory must fit side by side)
+version_added: 0.1.0
+author: sparkfleet contributors (@sparkfleet)
+description:
+  - Runs the C(sparkfleet) planner for every instance of a host and refuses a set whose names or
+    ports clash or whose footprints do not fit in the host's memory together.
+  - Errors name the offending list entry (for example C(vllm_serve_instances[1].port)) and what would fit.
+positional: instances, label
+options:
+  _input:
+    description: Host facts as returned by M(sparkfleet.vllm.spark_facts) (its C(spark_facts) value).
+    type: dict
+    required: true
+  instances:
+    description:
+      - A list of instances, each a dict with C(name), C(model) (a catalog id or a staged model's
+        facts dict) and C(intent) (see the serve_plan filter).
+    type: list
+    elements: dict
+    required: true
+  label:
+    description: The variable name used in error messages.
+    type: str
+    default: instances
+requirements:
+  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+"""
+
+EXAMPLES = r"""
+- name: Plan every instance on this host
+  ansible.builtin.set_fact:
+    __plans: >-
+      {{ spark_facts | sparkfleet.vllm.host_plan([
+           {'name': 'coder', 'model': 'nvidia/Qwen3.6-35B-A3B-NVFP4', 'intent': {'max_context': 65536}},
+         ], 'vllm_serve_instances') }}
+"""
+
+RETURN = r"""
+_value:
+  description: C(instances) (name to ServePlan), C(footprint_gib) (all instances together) and C(usable_gib).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+
+
+def host_plan(facts, instances, label="instances"):
+    plan_all = load("sparkfleet.adapters").host_plan
+    try:
+        return plan_all(facts, instances, label).model_dump(mode="json")
+    except ValueError as exc:
+        raise AnsibleFilterError(f"host_plan: {exc}") from exc
+
+
+class FilterModule:
+    def filters(self):
+        return {"host_plan": host_plan}

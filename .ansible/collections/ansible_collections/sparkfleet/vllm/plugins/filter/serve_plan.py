@@ -1,0 +1,70 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkfleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: serve_plan
+short_description: Plan a vLLM instance (argv, env, memory) from host facts, a model and an intent
+version_added: 0.1.0
+author: sparkfleet contributors (@sparkfleet)
+description:
+  - Runs the C(sparkfleet) planner on the controller and returns the ServePlan as a dictionary.
+  - The plan holds the C(vllm serve) argv, environment, C(--kv-cache-memory-bytes) and
+    C(--gpu-memory-utilization), a memory breakdown, systemd limits, the warm-up request and a
+    reason and source for every argv entry and environment variable.
+  - Intent that cannot fit, or that a vLLM release would refuse, fails with the planner's message.
+positional: model, intent
+options:
+  _input:
+    description: Host facts as returned by M(sparkfleet.vllm.spark_facts) (its C(spark_facts) value).
+    type: dict
+    required: true
+  model:
+    description:
+      - A catalog id such as C(nvidia/Qwen3.6-35B-A3B-NVFP4), or the facts of a staged model
+        directory (a dict with C(id), C(path), C(config) and C(weight_bytes) as reported by spark_facts);
+        a staged model whose id is in the catalog keeps the catalog profile and is loaded from its path.
+    type: raw
+    required: true
+  intent:
+    description: Serving intent (max_context, concurrency, profile, kv_cache_dtype, speculative, host, port, api_key, ...).
+    type: dict
+    default: {}
+requirements:
+  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+"""
+
+EXAMPLES = r"""
+- name: Plan the instance
+  ansible.builtin.set_fact:
+    __plan: "{{ spark_facts | sparkfleet.vllm.serve_plan('nvidia/Qwen3.6-35B-A3B-NVFP4', {'max_context': 65536, 'concurrency': 4}) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: The ServePlan (argv, env, gpu_memory_utilization, kv_cache_memory_bytes, kv_tokens, memory, warnings, reasons, ...).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+
+
+def serve_plan(facts, model, intent=None):
+    adapters = load("sparkfleet.adapters")
+    intent_model = load("sparkfleet.models").Intent
+    plan = load("sparkfleet.planner").plan
+    try:
+        profile, ref = adapters.model_profile(model)
+        wanted = intent_model.model_validate(adapters.plain(intent or {}))
+        result = plan(adapters.host_facts(facts), profile, wanted, model_ref=ref)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"serve_plan: {exc}") from exc
+    return result.model_dump(mode="json")
+
+
+class FilterModule:
+    def filters(self):
+        return {"serve_plan": serve_plan}

@@ -1,0 +1,88 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkfleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: unit_sandbox
+short_description: The systemd sandbox directives of a sparkfleet unit, each with its reason
+version_added: 0.2.0
+author: sparkfleet contributors (@sparkfleet)
+description:
+  - Returns the directives (NoNewPrivileges, ProtectSystem=strict with ReadWritePaths, PrivateTmp,
+    an empty capability set, system call and address family filters, device policy, IP filtering
+    from the bind address ...) a unit of that kind runs with, in render order, each with the reason
+    the unit carries as a comment. Relaxations (JIT memory for vLLM and Ray, the GB10 device nodes)
+    say why.
+positional: platform, writable, bind_host, allowed_clients, link_subnet
+options:
+  _input:
+    description: The unit kind (C(vllm), C(watchdog), C(ray), C(node_exporter), C(prometheus), C(drop_caches)).
+    type: str
+    required: true
+  platform:
+    description: C(gb10) or C(cpu).
+    type: str
+    required: true
+  writable:
+    description: Paths the unit writes (its state and caches).
+    type: list
+    elements: str
+    default: []
+  bind_host:
+    description: The address the unit's API binds (vllm) or the probe reaches (watchdog).
+    type: str
+    default: 127.0.0.1
+  allowed_clients:
+    description: Client addresses or networks admitted when the API binds beyond loopback; empty admits any.
+    type: list
+    elements: str
+    default: []
+  link_subnet:
+    description: The cluster link subnet a multi-node member talks over.
+    type: str
+requirements:
+  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+"""
+
+EXAMPLES = r"""
+- name: Render a unit's sandbox
+  ansible.builtin.set_fact:
+    __sandbox: "{{ 'vllm' | sparkfleet.vllm.unit_sandbox('gb10', ['/var/lib/sparkfleet'], '127.0.0.1') }}"
+"""
+
+RETURN = r"""
+_value:
+  description: A list of C({name, value, reason}).
+  type: list
+  elements: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+
+
+# A filter's arguments are positional in Jinja.
+def unit_sandbox(kind, platform, writable=None, bind_host="127.0.0.1", allowed_clients=None, link_subnet=None):  # noqa: PLR0917
+    plain = load("sparkfleet.adapters").plain
+    hardening = load("sparkfleet.hardening")
+    Platform = load("sparkfleet.models").Platform
+    try:
+        clients = hardening.check_clients(plain(allowed_clients or []), "vllm_serve_allowed_clients")
+        directives = hardening.sandbox(
+            hardening.UnitKind(str(kind)),
+            Platform(str(platform)),
+            writable=[str(path) for path in plain(writable or [])],
+            bind_host=str(bind_host),
+            allowed_clients=clients,
+            link_subnet=str(link_subnet) if link_subnet else None,
+        )
+    except ValueError as exc:
+        raise AnsibleFilterError(f"unit_sandbox: {exc}") from exc
+    return [d.model_dump() for d in directives]
+
+
+class FilterModule:
+    def filters(self):
+        return {"unit_sandbox": unit_sandbox}

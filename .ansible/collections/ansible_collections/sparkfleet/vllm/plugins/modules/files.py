@@ -1,0 +1,274 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sparkfleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: files
+short_description: Write many small files with their owner, group and mode in one call
+version_added: 0.1.0
+author: sparkfleet contributors (@sparkfleet)
+description:
+  - Writes each file whose content differs, atomically (a temporary file in the same directory,
+    validated, then renamed over the old one), and sets its owner, group and mode when they differ,
+    like M(ansible.builtin.copy) with O(files[].content), for a whole list at once.
+  - Render templates on the controller with the P(ansible.builtin.template#lookup) lookup and pass
+    the text; a converged host costs one module call instead of two per file.
+  - The action plugin of the same name runs the module with target syslog off, so file contents
+    never reach the host's journal, and builds the diff on the controller.
+  - A file the validate command refuses is left as it was, and so is every file after it in the list.
+options:
+  files:
+    description: The files, each with its wanted content and attributes.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      dest:
+        description: Absolute path of the file.
+        type: path
+        required: true
+      content:
+        description: The whole text of the file.
+        type: str
+        required: true
+      owner:
+        description: Owner name or uid; unchanged when unset.
+        type: str
+      group:
+        description: Group name or gid; unchanged when unset.
+        type: str
+      mode:
+        description: Octal mode as a string (C("0644")); unchanged when unset.
+        type: str
+      validate:
+        description:
+          - Command that checks the new content before it replaces the file; C(%s) is the path of the
+            temporary file. Not run in check mode.
+        type: str
+      parent_mode:
+        description:
+          - When set, the parent directory is created if missing and given this mode, with the
+            file's owner and group. When unset, a missing parent directory fails the task.
+        type: str
+      diff:
+        description: Whether diff mode shows this file's content; set V(false) for files holding secrets.
+        type: bool
+        default: true
+attributes:
+  action:
+    description: The action plugin builds the diff and turns off target syslog for the call.
+    support: full
+  check_mode:
+    description: Reports what would be written or changed without touching the host.
+    support: full
+  diff_mode:
+    description: One before/after entry per file whose content changes (unless O(files[].diff=false)).
+    support: full
+  platform:
+    description: POSIX hosts.
+    support: full
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Write the unit and its drop-in
+  sparkfleet.vllm.files:
+    files:
+      - dest: /etc/systemd/system/example.service
+        content: "{{ lookup('ansible.builtin.template', 'example.service.j2') }}"
+        owner: root
+        group: root
+        mode: "0644"
+      - dest: /etc/systemd/system/example.service.d/90-limits.conf
+        content: "[Service]\nMemoryMax=8G\n"
+        mode: "0644"
+        parent_mode: "0755"
+        validate: /usr/bin/systemd-analyze verify %s
+  notify: Restart example
+"""
+
+RETURN = r"""
+files:
+  description: One entry per file, in the order given.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    dest:
+      description: The path.
+      type: str
+    changed:
+      description: Whether the file was (or in check mode would be) written or had its attributes changed.
+      type: bool
+    content_changed:
+      description: Whether the content was (or would be) replaced.
+      type: bool
+changed_files:
+  description: The paths that changed, in order.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+import shlex
+import stat
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+
+# Diffs of bigger or binary files are not useful on a terminal.
+DIFF_LIMIT = 256 * 1024
+
+
+def read_current(dest):
+    """The file's bytes, or None when there is no file."""
+    if not os.path.lexists(dest):
+        return None
+    with open(dest, "rb") as handle:
+        return handle.read()
+
+
+def text_for_diff(data):
+    if data is None:
+        return ""
+    if len(data) > DIFF_LIMIT or b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def ensure_parent(module, spec):
+    parent = os.path.dirname(spec["dest"])
+    changed = False
+    if not os.path.isdir(parent):
+        if spec["parent_mode"] is None:
+            module.fail_json(msg=f"files: the directory of {spec['dest']} does not exist; set parent_mode to create it")
+        changed = True
+        if module.check_mode:
+            return changed
+        os.makedirs(parent)
+    if spec["parent_mode"] is not None:
+        args = module.load_file_common_arguments(
+            {"path": parent, "owner": spec["owner"], "group": spec["group"], "mode": spec["parent_mode"]}
+        )
+        changed = module.set_fs_attributes_if_different(args, changed)
+    return changed
+
+
+def validate(module, spec, path):
+    command = spec["validate"]
+    if "%s" not in command:
+        module.fail_json(msg=f"files: validate of {spec['dest']} must contain %s (the file to check): {command!r}")
+    rc, out, err = module.run_command([part.replace("%s", path) for part in shlex.split(command)])
+    if rc != 0:
+        module.fail_json(
+            msg=f"files: {spec['dest']} was left as it was: {command} refused the new content (rc {rc})",
+            stdout=out,
+            stderr=err,
+        )
+
+
+def keep_current_attributes(temporary, dest):
+    """An attribute the caller leaves unset stays what it was (or the umask default for a new file)."""
+    if os.path.exists(dest):
+        current = os.stat(dest)
+        os.chown(temporary, current.st_uid, current.st_gid)
+        os.chmod(temporary, stat.S_IMODE(current.st_mode))
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+
+
+def write(module, spec, data):
+    """Write next to the destination with the wanted attributes, check it, then rename it into place."""
+    directory = os.path.dirname(spec["dest"])
+    # Hidden and without the file's suffix: systemd, Prometheus and friends ignore it meanwhile.
+    handle, temporary = tempfile.mkstemp(prefix=".sparkfleet-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        keep_current_attributes(temporary, spec["dest"])
+        args = module.load_file_common_arguments(
+            {"path": temporary, "owner": spec["owner"], "group": spec["group"], "mode": spec["mode"]}
+        )
+        module.set_fs_attributes_if_different(args, False)
+        if spec["validate"]:
+            validate(module, spec, temporary)
+        os.replace(temporary, spec["dest"])
+    finally:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+
+
+def ensure(module, spec):
+    """Bring one file to its wanted content and attributes; returns its result entry."""
+    dest = spec["dest"]
+    wanted = spec["content"].encode("utf-8")
+    parent_changed = ensure_parent(module, spec)
+    current = read_current(dest) if os.path.isdir(os.path.dirname(dest)) else None
+    content_changed = current != wanted
+    entry = {"dest": dest, "changed": parent_changed or content_changed, "content_changed": content_changed}
+    if content_changed and spec["diff"] and module._diff:
+        entry["before"] = text_for_diff(current)
+    if content_changed and not module.check_mode:
+        write(module, spec, wanted)
+    if os.path.exists(dest):
+        args = module.load_file_common_arguments(
+            {"path": dest, "owner": spec["owner"], "group": spec["group"], "mode": spec["mode"]}
+        )
+        entry["changed"] = module.set_fs_attributes_if_different(args, entry["changed"])
+    return entry
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "files": {
+                "type": "list",
+                "elements": "dict",
+                "required": True,
+                "options": {
+                    "dest": {"type": "path", "required": True},
+                    "content": {"type": "str", "required": True},
+                    "owner": {"type": "str"},
+                    "group": {"type": "str"},
+                    "mode": {"type": "str"},
+                    "validate": {"type": "str"},
+                    "parent_mode": {"type": "str"},
+                    "diff": {"type": "bool", "default": True},
+                },
+            },
+        },
+        supports_check_mode=True,
+    )
+    files = module.params["files"]
+    for spec in files:
+        if not os.path.isabs(spec["dest"]):
+            module.fail_json(msg=f"files: {spec['dest']!r} is not an absolute path; nothing was changed")
+        if os.path.isdir(spec["dest"]):
+            module.fail_json(msg=f"files: {spec['dest']} is a directory; nothing was changed")
+    seen = set()
+    for spec in files:
+        if spec["dest"] in seen:
+            module.fail_json(msg=f"files: {spec['dest']} is listed twice; nothing was changed")
+        seen.add(spec["dest"])
+    entries = [ensure(module, spec) for spec in files]
+    # The contents are the caller's; the invocation shown at high verbosity names only the paths.
+    invocation = {"module_args": {"files": [{"dest": spec["dest"]} for spec in files]}}
+    module.exit_json(
+        changed=any(entry["changed"] for entry in entries),
+        files=entries,
+        changed_files=[entry["dest"] for entry in entries if entry["changed"]],
+        invocation=invocation,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sparkfleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: release_switch
+short_description: Point a sparkfleet root's current link at a release, keep the outgoing one as previous, prune old ones
+version_added: 0.2.0
+author: sparkfleet contributors (@sparkfleet)
+description:
+  - Replaces C(<root>/current) through a rename (readers see the old or the new release, never none).
+    When it pointed at another release, C(<root>/previous) is pointed there first, so a rollback has
+    a target.
+  - With O(keep), removes the releases under C(<root>/releases) beyond the newest O(keep) (by
+    modification time) and their build inputs under C(<root>/build); never the current or the
+    previous release.
+  - One module call for what took four (stat, link, find, stat) on a converged host.
+options:
+  root:
+    description: The install root (C(sparkfleet_root)).
+    type: path
+    required: true
+  release:
+    description:
+      - The release directory current must point at; it must exist under O(root)C(/releases) (in check
+        mode it may be one the run would build).
+    type: path
+    required: true
+  keep:
+    description: The newest O(keep) releases stay and older ones go, except current and previous, which always stay; unset prunes nothing.
+    type: int
+attributes:
+  check_mode:
+    description: Reports the links it would change and the releases it would remove.
+    support: full
+  diff_mode:
+    description: Before and after of the current and previous links.
+    support: full
+  platform:
+    description: POSIX hosts.
+    support: full
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Switch current to the release and prune old ones
+  sparkfleet.vllm.release_switch:
+    root: /opt/sparkfleet
+    release: /opt/sparkfleet/releases/0.32.0-cpu-1a2b3c4d
+    keep: 3
+"""
+
+RETURN = r"""
+current:
+  description: The release current points at afterwards.
+  returned: always
+  type: str
+previous:
+  description: The release previous points at afterwards (empty when there is none).
+  returned: always
+  type: str
+pruned:
+  description: The release and build directories removed (or, in check mode, that would be).
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+import shutil
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def link_target(path):
+    """The resolved directory a link points at, or empty when it is not a link."""
+    return os.path.realpath(path) if os.path.islink(path) else ""
+
+
+def point(link, target):
+    """Replace a link through a rename, so it never goes missing."""
+    temporary = f"{link}.sparkfleet-new"
+    if os.path.lexists(temporary):
+        os.unlink(temporary)
+    os.symlink(target, temporary)
+    os.replace(temporary, link)
+
+
+def prune_candidates(root, keep, protected):
+    releases_dir = os.path.join(root, "releases")
+    releases = [
+        os.path.join(releases_dir, name)
+        for name in os.listdir(releases_dir)
+        if os.path.isdir(os.path.join(releases_dir, name)) and not os.path.islink(os.path.join(releases_dir, name))
+    ]
+    releases.sort(key=lambda path: os.stat(path).st_mtime, reverse=True)
+    doomed = [path for path in releases[keep:] if os.path.realpath(path) not in protected]
+    builds = [os.path.join(root, "build", os.path.basename(path)) for path in doomed]
+    return doomed + [path for path in builds if os.path.isdir(path)]
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "root": {"type": "path", "required": True},
+            "release": {"type": "path", "required": True},
+            "keep": {"type": "int"},
+        },
+        supports_check_mode=True,
+    )
+    root, release, keep = module.params["root"], module.params["release"], module.params["keep"]
+    # Links are compared resolved and written as given (the path the role names).
+    resolved = os.path.realpath(release)
+    # In check mode the release may be one the run would have built.
+    exists = os.path.isdir(resolved) or module.check_mode
+    if os.path.dirname(resolved) != os.path.realpath(os.path.join(root, "releases")) or not exists:
+        module.fail_json(msg=f"release: {release} is not a release directory under {root}/releases; nothing was changed")
+    if keep is not None and keep < 0:
+        module.fail_json(msg=f"keep: {keep} is negative; use 0 or more (current and previous are always kept)")
+    current_link, previous_link = os.path.join(root, "current"), os.path.join(root, "previous")
+    before = {"current": link_target(current_link), "previous": link_target(previous_link)}
+    after = dict(before, current=resolved)
+    if before["current"] and before["current"] != resolved:
+        after["previous"] = before["current"]
+    pruned = prune_candidates(root, keep, {after["current"], after["previous"]}) if keep is not None else []
+    changed = after != before or bool(pruned)
+    if changed and not module.check_mode:
+        if after["previous"] != before["previous"]:
+            point(previous_link, after["previous"])
+        if after["current"] != before["current"]:
+            point(current_link, release)
+        for path in pruned:
+            shutil.rmtree(path)
+    module.exit_json(
+        changed=changed,
+        current=after["current"],
+        previous=after["previous"],
+        pruned=pruned,
+        diff={"before": before, "after": after},
+    )
+
+
+if __name__ == "__main__":
+    main()

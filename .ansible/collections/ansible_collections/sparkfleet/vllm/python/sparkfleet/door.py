@@ -1,0 +1,288 @@
+"""The front door of a host: one authenticated TLS endpoint in front of its loopback-only instances.
+
+vLLM's own --api-key guards only its /v1 routes (/invocations, /tokenize, /metrics answer without it),
+so no instance listens beyond loopback and clients reach every model through one proxy (nginx from the
+OS packages; the front_door role renders this plan). This module decides what the door serves: which
+paths, which model name goes to which instance, who may ask and how much. Client keys arrive here only
+as SHA-256 digests: the controller hashes them and the proxy compares digests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from .answers import serves_pooling
+from .errors import PlanError, from_validation
+from .hostplan import RESERVED_PORTS, HostPlan
+from .models import Strict
+
+# What a client may call, by what the instance serves. Everything else answers 404 (with a key) or 401.
+GENERATE_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/responses")
+POOLING_PATHS = ("/v1/embeddings",)
+# Answered by the door itself from the plan: every model of the host, wherever it runs.
+MODELS_PATH = "/v1/models"
+
+_CLIENT_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+# A client key is a bearer token: long enough to be unguessable, with nothing a header or log could split.
+_CLIENT_KEY = re.compile(r"[A-Za-z0-9._~+/=-]{32,512}")
+_SERVER_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def key_digest(key: str) -> str:
+    """What the door stores for a client key: its SHA-256 (the keys are random tokens, not passwords)."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class DoorClient(Strict):
+    name: str
+    key_sha256: str
+
+    @field_validator("name")
+    @classmethod
+    def _name_shape(cls, value: str) -> str:
+        if not _CLIENT_NAME.fullmatch(value):
+            raise ValueError(f"{value!r}: lower-case letters, digits and . _ - only, at most 64 characters")
+        return value
+
+    @field_validator("key_sha256")
+    @classmethod
+    def _digest_shape(cls, value: str) -> str:
+        if not _SHA256.fullmatch(value):
+            raise ValueError("not a SHA-256 hex digest")
+        return value
+
+
+class DoorLimits(Strict):
+    """Per client key; a request over a limit gets 429."""
+
+    requests_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 600
+    burst: Annotated[int, Field(ge=0, le=100_000)] = 60
+    concurrency: Annotated[int, Field(ge=1, le=100_000)] = 32
+    max_body_mib: Annotated[int, Field(ge=1, le=1024)] = 32
+    # Long generations and streams: the upstream may be silent this long between two bytes.
+    read_timeout_s: Annotated[int, Field(ge=10, le=86_400)] = 3600
+    # While an instance starts or restarts the door answers 503 and asks clients to retry after this.
+    retry_after_s: Annotated[int, Field(ge=1, le=3600)] = 10
+    # A request for a stopped on-demand model waits this long for it to start and answer right, then
+    # gets 503 with Retry-After (the start goes on; a later request finds it ready).
+    on_demand_wait_s: Annotated[int, Field(ge=10, le=3600)] = 600
+
+
+class DoorSettings(Strict):
+    address: str = "0.0.0.0"
+    port: Annotated[int, Field(ge=1, le=65535)] = 443
+    server_name: str = "localhost"
+    tls: Literal["self_signed", "provided", "ca"] = "self_signed"
+    http2: bool = True
+    clients: list[DoorClient] = Field(default_factory=list)
+    limits: DoorLimits = Field(default_factory=DoorLimits)
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not an IP address (0.0.0.0 for every IPv4 address)") from exc
+        return value
+
+    @field_validator("server_name")
+    @classmethod
+    def _server_name(cls, value: str) -> str:
+        if not _SERVER_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a host name (letters, digits, '.' and '-')")
+        return value
+
+
+class DoorRoute(Strict):
+    """One model name clients ask for, and the loopback instance that serves it."""
+
+    served_name: str
+    instance: str
+    upstream: str
+    paths: list[str]
+    max_model_len: int
+    on_demand: bool = False
+
+
+class Switched(Strict):
+    """An on-demand instance as the activator sees it: what it holds and when it stops idle."""
+
+    unit: str
+    url: str
+    footprint_gib: float
+    idle_stop_after_s: int
+
+
+class Activator(Strict):
+    """What the door's activator switches: on-demand instances only, within the plan's budget beside the
+    always-on ones (never stopping one of those)."""
+
+    budget_gib: float
+    wait_s: int
+    instances: dict[str, Switched]
+
+
+class DoorPlan(Strict):
+    address: str
+    port: int
+    server_name: str
+    tls: str
+    http2: bool
+    routes: list[DoorRoute]
+    paths: list[str]
+    models: dict[str, object]
+    clients: list[DoorClient]
+    limits: DoorLimits
+    reasons: list[str]
+    activator: Activator | None = None
+
+
+def client_digests(clients: object, variable: str) -> list[dict[str, str]]:
+    """`front_door_clients` ({name, key}) as {name, key_sha256}; a bad entry is refused without showing its key."""
+    if not isinstance(clients, list):
+        raise PlanError(variable, "must be a list of {name, key}")
+    out: list[dict[str, str]] = []
+    for index, entry in enumerate(clients):
+        if not isinstance(entry, dict) or set(entry) != {"name", "key"}:
+            keys = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
+            raise PlanError(f"{variable}[{index}]", f"each client is {{name, key}}; got {keys}")
+        key = entry["key"]
+        if not isinstance(key, str) or not _CLIENT_KEY.fullmatch(key):
+            raise PlanError(
+                f"{variable}[{index}].key",
+                "must be 32 to 512 characters of letters, digits and . _ ~ + / = - (no newline, quote or space); "
+                "the key is not shown",
+                ("openssl rand -hex 32",),
+            )
+        out.append({"name": str(entry["name"]), "key_sha256": key_digest(key)})
+    return out
+
+
+def _check_clients(clients: list[DoorClient], variable: str) -> None:
+    names: dict[str, int] = {}
+    digests: dict[str, int] = {}
+    for index, client in enumerate(clients):
+        if client.name in names:
+            raise PlanError(f"{variable}[{index}].name", f"{client.name!r} is already {variable}[{names[client.name]}]")
+        if client.key_sha256 in digests:
+            raise PlanError(
+                f"{variable}[{index}].key",
+                f"the same key as {variable}[{digests[client.key_sha256]}]: each client needs its own to be revocable",
+            )
+        names[client.name] = index
+        digests[client.key_sha256] = index
+
+
+def _paths_of(argv: list[str]) -> list[str]:
+    return list(POOLING_PATHS if serves_pooling(argv) else GENERATE_PATHS)
+
+
+def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "front_door") -> DoorPlan:
+    """Routes, allow-list and limits of the door in front of every instance of `host_plan`."""
+    _check_clients(settings.clients, f"{variable}_clients")
+    taken = {ep.port: name for name, ep in host_plan.endpoints.items()}
+    if settings.port in taken:
+        raise PlanError(
+            f"{variable}_port",
+            f"{settings.port} is the port of instance {taken[settings.port]} (on loopback, which the door's "
+            f"{settings.address} includes)",
+            ("443", "8443"),
+        )
+    if settings.port in RESERVED_PORTS:
+        raise PlanError(f"{variable}_port", f"{settings.port} is {RESERVED_PORTS[settings.port]}", ("443", "8443"))
+    routes: list[DoorRoute] = []
+    owners: dict[str, str] = {}
+    for name, served in sorted(host_plan.instances.items()):
+        endpoint = host_plan.endpoints[name]
+        if not ipaddress.ip_address(endpoint.local_host).is_loopback or endpoint.host != endpoint.local_host:
+            raise PlanError(
+                f"vllm_serve_instances ({name}).host",
+                f"listens on {endpoint.host}: behind the door an instance binds loopback only",
+                ("host 127.0.0.1",),
+            )
+        if served.served_name in owners:
+            raise PlanError(
+                f"vllm_serve_instances ({name}).served_name",
+                f"{served.served_name!r} is already served by {owners[served.served_name]}: the door routes by "
+                "the model name, so each must be unique on a host",
+            )
+        owners[served.served_name] = name
+        routes.append(
+            DoorRoute(
+                served_name=served.served_name,
+                instance=name,
+                upstream=f"{endpoint.local_host}:{endpoint.port}",
+                paths=_paths_of(served.argv),
+                max_model_len=served.max_model_len,
+                on_demand=name in host_plan.on_demand,
+            )
+        )
+    paths = sorted({p for r in routes for p in r.paths})
+    models: dict[str, object] = {
+        "object": "list",
+        "data": [
+            {"id": r.served_name, "object": "model", "owned_by": "sparkfleet", "max_model_len": r.max_model_len}
+            for r in routes
+        ],
+    }
+    reasons = [
+        "every instance binds loopback; vLLM's --api-key guards only /v1, so the door checks a key on every path",
+        f"allow-listed paths: {', '.join([MODELS_PATH, *paths])}; any other path is 404 with a key, 401 without",
+        "keys are kept as SHA-256 digests; adding or revoking one reloads the proxy, in-flight requests finish",
+    ]
+    activator = None
+    if host_plan.on_demand:
+        activator = Activator(
+            budget_gib=host_plan.on_demand_budget_gib,
+            wait_s=settings.limits.on_demand_wait_s,
+            instances={
+                name: Switched(
+                    unit=f"sparkfleet-vllm-{name}.service",
+                    url=host_plan.endpoints[name].local_url,
+                    footprint_gib=switched.footprint_gib,
+                    idle_stop_after_s=switched.idle_stop_after_s,
+                )
+                for name, switched in sorted(host_plan.on_demand.items())
+            },
+        )
+        reasons.append(
+            f"on demand: {', '.join(activator.instances)} start on their first request (waiting up to "
+            f"{activator.wait_s} s) and stop idle; together they may hold {activator.budget_gib:.1f} GiB beside "
+            "the always-on instances, so an idle one is stopped to make room, a busy or always-on one never"
+        )
+    return DoorPlan(
+        address=settings.address,
+        port=settings.port,
+        server_name=settings.server_name,
+        tls=settings.tls,
+        http2=settings.http2,
+        routes=routes,
+        paths=paths,
+        models=models,
+        clients=settings.clients,
+        limits=settings.limits,
+        reasons=reasons,
+        activator=activator,
+    )
+
+
+def door_plan_from(host_plan: object, settings: object, variable: str = "front_door") -> DoorPlan:
+    """The door plan from plain data (the filter's inputs): a bad setting names its variable."""
+    try:
+        parsed_plan = HostPlan.model_validate(host_plan)
+    except ValueError as exc:
+        raise from_validation(exc, "vllm_serve_plan", ".") from exc
+    if not isinstance(settings, dict):
+        raise PlanError(variable, "the door settings must be a mapping")
+    try:
+        parsed = DoorSettings.model_validate(settings)
+    except ValueError as exc:
+        raise from_validation(exc, variable) from exc
+    return door_plan(parsed_plan, parsed, variable)

@@ -1,0 +1,200 @@
+"""Plan every vLLM instance of one host together: names, ports and memory must fit side by side."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import Field, field_validator
+
+from . import memory as mem
+from .errors import InfeasibleError, PlanError
+from .models import WILDCARDS, HostFacts, Intent, ModelProfile, Platform, ServePlan, Strict
+from .planner import plan
+
+# Instance names become unit names (sparkfleet-vllm-<name>.service) and directory names.
+_INSTANCE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+# An on-demand instance stops after this long without a request (the front door's activator stops it).
+IDLE_STOP_AFTER_S = 900
+
+
+class InstanceRequest(Strict):
+    name: str
+    profile: ModelProfile
+    model_ref: str
+    intent: Intent
+    # The profile of intent.drafter when it was read (staged, or described from the hub).
+    drafter: ModelProfile | None = None
+    # Not kept running: the front door starts it on the first request for its model and stops it idle.
+    on_demand: bool = False
+    idle_stop_after_s: Annotated[int, Field(ge=60, le=7 * 86400)] = IDLE_STOP_AFTER_S
+
+    @field_validator("name")
+    @classmethod
+    def _name_shape(cls, value: str) -> str:
+        if not _INSTANCE_NAME.fullmatch(value):
+            raise ValueError(f"name {value!r}: lower-case letters, digits and '-', at most 40 characters")
+        return value
+
+
+class Endpoint(Strict):
+    """Where an instance listens, and the URL something on the same host reaches it at."""
+
+    host: str
+    port: int
+    local_host: str
+    local_url: str
+
+
+def endpoint(host: str, port: int) -> Endpoint:
+    """An instance listening on every address is reached over loopback from its own host."""
+    local = "127.0.0.1" if host in WILDCARDS else host
+    shown = f"[{local}]" if ":" in local else local
+    return Endpoint(host=host, port=port, local_host=local, local_url=f"http://{shown}:{port}")
+
+
+class OnDemand(Strict):
+    """An instance the front door switches in on its first request and stops after idle_stop_after_s."""
+
+    footprint_gib: Annotated[float, Field(ge=0)]
+    idle_stop_after_s: int
+
+
+class HostPlan(Strict):
+    instances: dict[str, ServePlan]
+    endpoints: dict[str, Endpoint]
+    # The most the instances hold at once as planned: every always-on one plus the largest on-demand one.
+    footprint_gib: Annotated[float, Field(ge=0)]
+    usable_gib: float
+    mem_total_gib: float
+    host_reserve_gib: float
+    on_demand: dict[str, OnDemand] = Field(default_factory=dict)
+    # What on-demand instances may hold together beside the always-on ones; the activator keeps to it.
+    on_demand_budget_gib: float = 0.0
+
+
+def footprint_gib(served: ServePlan) -> float:
+    """What one instance holds once it is up: its model, runtime, graphs and KV, plus the process baseline."""
+    m = served.memory
+    return m.weights + m.runtime + m.activation + m.cudagraph + m.extra + m.drafter + m.kv + m.process_baseline
+
+
+# Ports the other sparkfleet services on a host listen on by default (the monitoring and ray_cluster
+# roles' defaults): an instance there would fail to start or take their place.
+RESERVED_PORTS = {
+    9090: "Prometheus's port (monitoring_prometheus_listen_address)",
+    9100: "node_exporter's port (monitoring_node_exporter_port)",
+    6379: "the Ray head's port (ray_cluster_port)",
+    8265: "Ray's dashboard port",
+    10001: "Ray's client port",
+}
+# The service runs as an unprivileged user with an empty capability set (sparkfleet.hardening).
+FIRST_UNPRIVILEGED_PORT = 1024
+
+
+def _free_port(start: int, taken: set[int]) -> int:
+    return next(p for p in range(max(start, 8000), 65536) if p not in taken and p not in RESERVED_PORTS)
+
+
+def _check_port(request: InstanceRequest, index: int, label: str, taken: set[int]) -> None:
+    port = request.intent.port
+    if port < FIRST_UNPRIVILEGED_PORT:
+        raise PlanError(
+            f"{label}[{index}].port",
+            f"{port} is a privileged port: {request.name} runs as the unprivileged service user with no capabilities",
+            (f"port {_free_port(8000, taken)} and a reverse proxy in front for 80 / 443",),
+        )
+    if port in RESERVED_PORTS:
+        raise PlanError(
+            f"{label}[{index}].port",
+            f"{port} is {RESERVED_PORTS[port]} on a sparkfleet host",
+            (f"port {_free_port(port + 1, taken)}",),
+        )
+
+
+def _overlaps(a: Intent, b: Intent) -> bool:
+    return a.port == b.port and (a.host == b.host or a.host in WILDCARDS or b.host in WILDCARDS)
+
+
+def _check_names_and_ports(requests: list[InstanceRequest], label: str) -> None:
+    seen: dict[str, int] = {}
+    taken = {r.intent.port for r in requests}
+    for index, request in enumerate(requests):
+        _check_port(request, index, label, taken)
+        if request.name in seen:
+            raise PlanError(
+                f"{label}[{index}].name",
+                f"{request.name!r} is already the name of {label}[{seen[request.name]}]",
+                ("a unique name per instance",),
+            )
+        seen[request.name] = index
+        for other_index, other in enumerate(requests[:index]):
+            if _overlaps(request.intent, other.intent):
+                free = _free_port(request.intent.port + 1, taken)
+                raise PlanError(
+                    f"{label}[{index}].port",
+                    f"{request.name} and {other.name} ({label}[{other_index}]) both listen on "
+                    f"{request.intent.host}:{request.intent.port}",
+                    (f"port {free}",),
+                )
+
+
+def plan_host(host: HostFacts, requests: list[InstanceRequest], label: str = "instances") -> HostPlan:
+    """Plan each instance, then refuse a set that clashes on a port or does not fit in memory together."""
+    _check_names_and_ports(requests, label)
+    plans: dict[str, ServePlan] = {}
+    for index, request in enumerate(requests):
+        try:
+            plans[request.name] = plan(
+                host, request.profile, request.intent, model_ref=request.model_ref, drafter=request.drafter
+            )
+        except PlanError as exc:
+            raise type(exc)(f"{label}[{index}] ({request.name}) {exc.variable}", exc.problem, exc.suggestions) from exc
+    total = host.mem_total_gib
+    reserve = min(
+        (r.intent.host_reserve_gib for r in requests if r.intent.host_reserve_gib is not None),
+        default=mem.HOST_RESERVE_GIB[host.platform],
+    )
+    usable = total - reserve
+    if host.platform is Platform.GB10:
+        usable = min(usable, mem.GB10_MAX_UTILIZATION * total + mem.PROCESS_BASELINE_GIB[host.platform] * len(plans))
+    always = {r.name: footprint_gib(plans[r.name]) for r in requests if not r.on_demand}
+    switched = {r.name: footprint_gib(plans[r.name]) for r in requests if r.on_demand}
+    used = sum(always.values())
+    if len(always) > 1 and used > usable:
+        shares = ", ".join(f"{name} {gib:.1f}" for name, gib in always.items())
+        raise InfeasibleError(
+            label,
+            f"the instances need {used:.1f} GiB together ({shares}) but this host has {usable:.1f} GiB for vLLM",
+            (
+                "a smaller max_context or concurrency on one of them",
+                "profile interactive instead of throughput",
+                "kv_cache_dtype fp8",
+                "on_demand: true on the ones used now and then (the front door switches them in)",
+                "one instance per host",
+            ),
+        )
+    for index, request in enumerate(requests):
+        if request.on_demand and always and used + switched[request.name] > usable:
+            raise InfeasibleError(
+                f"{label}[{index}].on_demand",
+                f"{request.name} needs {switched[request.name]:.1f} GiB but the always-on instances "
+                f"({', '.join(always)}) leave {usable - used:.1f} of this host's {usable:.1f} GiB for vLLM: "
+                "an on-demand instance must fit beside them on its own",
+                ("a smaller max_context or concurrency on it", "on_demand: true on an always-on instance too"),
+            )
+    peak = used + max(switched.values(), default=0.0)
+    return HostPlan(
+        instances=plans,
+        endpoints={r.name: endpoint(r.intent.host, r.intent.port) for r in requests},
+        footprint_gib=round(peak, 2),
+        usable_gib=round(usable, 2),
+        mem_total_gib=round(total, 2),
+        host_reserve_gib=reserve,
+        on_demand={
+            r.name: OnDemand(footprint_gib=round(switched[r.name], 2), idle_stop_after_s=r.idle_stop_after_s)
+            for r in requests
+            if r.on_demand
+        },
+        on_demand_budget_gib=round(usable - used, 2),
+    )

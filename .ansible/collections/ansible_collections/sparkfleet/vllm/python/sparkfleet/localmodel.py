@@ -1,0 +1,32 @@
+"""Build a ModelProfile from a staged Hugging Face model directory (config.json + safetensors sizes).
+
+The file reading half; sparkfleet.modelconfig turns what it read into a profile.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .errors import PlanError
+from .modelconfig import profile_from_config
+from .models import ModelProfile
+
+
+def weight_bytes(model_dir: Path) -> int:
+    index = model_dir / "model.safetensors.index.json"
+    if index.is_file():
+        total = json.loads(index.read_text()).get("metadata", {}).get("total_size")
+        if isinstance(total, int) and total > 0:
+            return total
+    files = list(model_dir.glob("*.safetensors")) or list(model_dir.glob("*.bin"))
+    return sum(f.stat().st_size for f in files)
+
+
+def profile_from_dir(path: str | Path) -> ModelProfile:
+    model_dir = Path(path)
+    config_path = model_dir / "config.json"
+    if not config_path.is_file():
+        raise PlanError("model", f"{model_dir} has no config.json", ("a staged model directory", "a catalog id"))
+    config = json.loads(config_path.read_text())
+    return profile_from_config(str(model_dir), config, weight_bytes(model_dir), str(model_dir))

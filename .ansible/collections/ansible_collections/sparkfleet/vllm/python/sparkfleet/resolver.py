@@ -1,0 +1,258 @@
+"""Controller-side I/O for releases: uv resolves the lock, git pins a fork's ref, pip fills a wheelhouse.
+
+Everything that reads the network or the disk for a release lives here; the rules are in
+`sparkfleet.release`. Errors are PlanErrors naming the variable (role or CLI spelling).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from .errors import PlanError
+from .recipes import InstallInputs, lock_request, target_of
+from .release import (
+    PIN_VARIABLES,
+    Lock,
+    LockRequest,
+    Naming,
+    build_lock,
+    check_lock_file,
+    check_lock_schema,
+    compile_argv,
+    explain_resolution_failure,
+    fork_requirement_lines,
+    parse_lock,
+    requirements_in,
+)
+
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+RESOLVE_TIMEOUT_S = 600
+DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sparkfleet" / "locks"
+
+
+def uv_binary() -> str:
+    """uv on PATH, else the one the `uv` package ships (a dependency of sparkfleet)."""
+    found = shutil.which("uv")
+    if found:
+        return found
+    try:
+        from uv import find_uv_bin
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError) as exc:
+        raise PlanError("uv", "uv is not installed on the controller", ("pip install uv",)) from exc
+
+
+def _run(
+    argv: list[str], timeout: int = RESOLVE_TIMEOUT_S, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=env)
+
+
+def resolve_git_sha(repo: str, ref: str, naming: Naming = "role") -> str:
+    """The commit a branch, tag or sha names, asked of the repository (a sha is taken as it is)."""
+    if _SHA.fullmatch(ref):
+        return ref
+    try:
+        done = _run(["git", "ls-remote", "--", repo, ref, f"refs/tags/{ref}^{{}}"], timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise PlanError(PIN_VARIABLES[naming]["*git"], f"git ls-remote {repo} failed: {exc}") from exc
+    if done.returncode != 0:
+        raise PlanError(PIN_VARIABLES[naming]["*git"], f"{repo} cannot be read: {done.stderr.strip()[:500]}")
+    rows = [line.split("\t") for line in done.stdout.splitlines() if "\t" in line]
+    # An annotated tag's peeled commit (^{}) wins over the tag object.
+    peeled = [sha for sha, name in rows if name.endswith("^{}")]
+    direct = [sha for sha, name in rows if not name.endswith("^{}")]
+    if not (peeled or direct):
+        raise PlanError(PIN_VARIABLES[naming]["*git"], f"{ref!r} is not a branch or tag of {repo}")
+    return (peeled or direct)[0]
+
+
+def fork_requirements(repo: str, sha: str, device: str, naming: Naming = "role") -> list[str]:
+    """The requirements vLLM's setup.py would declare for `device`, read from the fork at `sha`."""
+    with tempfile.TemporaryDirectory(prefix="sparkfleet-fork-") as tmp:
+        steps = [
+            ["git", "init", "-q", tmp],
+            ["git", "-C", tmp, "fetch", "-q", "--depth", "1", "--filter=blob:none", repo, sha],
+        ]
+        for argv in steps:
+            done = _run(argv, timeout=300)
+            if done.returncode != 0:
+                raise PlanError(
+                    PIN_VARIABLES[naming]["*git"], f"cannot fetch {sha} from {repo}: {done.stderr.strip()[:500]}"
+                )
+        listing = _run(["git", "-C", tmp, "ls-tree", "--name-only", "FETCH_HEAD", "requirements/"])
+        files = {}
+        for path in listing.stdout.split():
+            shown = _run(["git", "-C", tmp, "show", f"FETCH_HEAD:{path}"])
+            if shown.returncode == 0:
+                files[path.removeprefix("requirements/")] = shown.stdout
+    return fork_requirement_lines(files, f"{device}.txt")
+
+
+def compile_lock(request: LockRequest, naming: Naming = "role", uv: str | None = None) -> Lock:
+    """Resolve the request for its target with uv (index metadata only) and check the result."""
+    uv = uv or uv_binary()
+    jit_version = None
+    if request.flashinfer_jit_cache_index:
+        # The JIT cache must match the FlashInfer vLLM resolves to: resolve once without it first.
+        plain = _compile(request.model_copy(update={"flashinfer_jit_cache_index": None}), uv, None, naming)
+        jit_version = parse_lock(plain).get("flashinfer-python")
+        if jit_version is None:
+            raise PlanError(PIN_VARIABLES[naming]["flashinfer-jit-cache"], "the release has no flashinfer-python to match")
+    text = _compile(request, uv, jit_version.version if jit_version else None, naming)
+    return build_lock(request, text, naming)
+
+
+def _compile(request: LockRequest, uv: str, jit_cache_version: str | None, naming: Naming) -> str:
+    with tempfile.TemporaryDirectory(prefix="sparkfleet-lock-") as tmp:
+        infile, outfile = Path(tmp, "requirements.in"), Path(tmp, "requirements.lock")
+        infile.write_text("\n".join(requirements_in(request, jit_cache_version)) + "\n", encoding="utf-8")
+        excludes = None
+        if request.excludes:
+            excludes = Path(tmp, "excludes.txt")
+            excludes.write_text("\n".join(request.excludes) + "\n", encoding="utf-8")
+        argv = compile_argv(request, uv, str(infile), str(excludes) if excludes else None, str(outfile))
+        try:
+            done = _run(argv)
+        except subprocess.TimeoutExpired as exc:
+            raise PlanError(PIN_VARIABLES[naming]["*index"], f"resolving took over {RESOLVE_TIMEOUT_S} s") from exc
+        if done.returncode != 0:
+            raise explain_resolution_failure(done.stderr, request, naming)
+        return outfile.read_text(encoding="utf-8")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lck"), "w", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def cached_lock(
+    request: LockRequest, cache_dir: Path = DEFAULT_CACHE, relock: bool = False, naming: Naming = "role"
+) -> tuple[Lock, bool]:
+    """The lock for this request, resolved once and kept on the controller; (lock, resolved_now).
+
+    Hosts of a play (and later plays) reuse it, so a re-run never moves a fleet to packages
+    published since; `relock` resolves again. Concurrent forks wait for the first resolve.
+    """
+    path = cache_dir / f"{request.fingerprint()}.json"
+    with _locked(path):
+        if path.exists() and not relock:
+            return Lock.model_validate_json(path.read_text(encoding="utf-8")), False
+        lock = compile_lock(request, naming)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(lock.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
+        return lock, True
+
+
+def read_lock_file(path: str, request: LockRequest, naming: Naming = "role") -> Lock:
+    """A lock the user committed (`sparkfleet release lock --output`), checked against the host."""
+    variable = PIN_VARIABLES[naming]["*lock"]
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PlanError(variable, f"cannot read {path}: {exc.strerror}") from exc
+    check_lock_schema(text, path, variable)
+    try:
+        lock = Lock.model_validate_json(text)
+    except ValueError as exc:
+        raise PlanError(variable, f"{path} is not a sparkfleet release lock: {str(exc)[:300]}") from exc
+    check_lock_file(lock, request, naming)
+    return lock
+
+
+def download_wheelhouse(
+    lock: Lock, directory: str, index_urls: tuple[str, ...] = (), find_links: tuple[str, ...] = ()
+) -> int:
+    """Every wheel of the lock for its target, hash-checked, into `directory` (an air-gapped fleet's source)."""
+    pip = _pip()
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8") as reqs:
+        reqs.write(lock.requirements)
+        reqs.flush()
+        argv = [
+            *pip,
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--require-hashes",
+            "--platform",
+            f"manylinux_{lock.glibc.replace('.', '_')}_{lock.arch}",
+            "--python-version",
+            lock.python,
+            "--implementation",
+            "cp",
+            "--dest",
+            directory,
+            "--requirement",
+            reqs.name,
+        ]
+        for url in index_urls:
+            argv += ["--extra-index-url", url]
+        for link in find_links:
+            argv += ["--find-links", link]
+        done = _run(argv, timeout=3600)
+    if done.returncode != 0:
+        raise PlanError("--wheelhouse", f"pip download failed: {done.stderr.strip()[-1500:]}")
+    return sum(1 for name in os.listdir(directory) if name.endswith(".whl"))
+
+
+def _pip() -> list[str]:
+    """pip from PyPI through uv (cached by uv): pip download knows other platforms' tags, uv has no download."""
+    return [uv_binary(), "tool", "run", "--from", "pip", "pip"]
+
+
+def lock_for(
+    inputs: InstallInputs,
+    *,
+    host_arch: str | None = None,
+    host_glibc: str | None = None,
+    lock_file: str | None = None,
+    cache_dir: Path | None = DEFAULT_CACHE,
+    relock: bool = False,
+    naming: Naming = "role",
+) -> Lock:
+    """The lock a host installs: the user's committed lock file, else the controller's (cached) resolve.
+
+    A fork's ref is pinned to its commit sha here, and its own requirement files are read at that sha.
+    """
+    target = target_of(inputs, host_arch, host_glibc)
+    sha = None
+    fork: tuple[str, ...] = ()
+    if inputs.vllm_source == "git":
+        sha = resolve_git_sha(str(inputs.vllm_git_repo), str(inputs.vllm_git_ref), naming)
+        if not lock_file:
+            device = "cuda" if inputs.platform.value == "gb10" else "cpu"
+            fork = tuple(fork_requirements(str(inputs.vllm_git_repo), sha, device, naming))
+    request = lock_request(inputs, target, sha, fork)
+    if lock_file:
+        lock = read_lock_file(lock_file, request, naming)
+        if sha and lock.git_sha != sha:
+            raise PlanError(
+                PIN_VARIABLES[naming]["*lock"],
+                f"{lock_file} was locked at {lock.git_sha}, {PIN_VARIABLES[naming]['*git']} now names {sha}",
+            )
+        return lock
+    if cache_dir is None:
+        return compile_lock(request, naming)
+    return cached_lock(request, cache_dir, relock, naming)[0]
+
+
+def lock_json(lock: Lock) -> str:
+    return json.dumps(lock.model_dump(mode="json"), indent=2) + "\n"

@@ -1,0 +1,182 @@
+"""vLLM release facts the rules depend on: when a flag or env var appeared, was deprecated, was removed.
+
+This table is the one place those dates live. Every entry is read from vLLM's released wheels
+(shared/reference/vllm-semantics.md §1-§4); rules ask `has_flag` / `env_state` instead of comparing
+version numbers themselves.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+from functools import total_ordering
+
+SUPPORTED_MIN = "0.17.0"
+SUPPORTED_MAX = "0.33.0"
+
+_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-].*)?$")
+
+
+@total_ordering
+@dataclass(frozen=True)
+class VllmVersion:
+    major: int
+    minor: int
+    patch: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> VllmVersion:
+        match = _VERSION_RE.match(text.strip())
+        if not match:
+            raise ValueError(f"not a vLLM version: {text!r} (expected e.g. 0.32.0)")
+        major, minor, patch = match.groups()
+        return cls(int(major), int(minor), int(patch or 0))
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, VllmVersion):
+            return NotImplemented
+        return (self.major, self.minor, self.patch) < (other.major, other.minor, other.patch)
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+    def at_least(self, text: str) -> bool:
+        return self >= VllmVersion.parse(text)
+
+
+def in_supported_range(version: VllmVersion) -> bool:
+    return VllmVersion.parse(SUPPORTED_MIN) <= version <= VllmVersion.parse(SUPPORTED_MAX)
+
+
+@dataclass(frozen=True)
+class FlagHistory:
+    flag: str
+    first: str
+    removed: str | None = None
+    note: str = ""
+
+
+# CLI flags: first release that has them and, where it happened, the first release without them.
+FLAGS: dict[str, FlagHistory] = {
+    f.flag: f
+    for f in (
+        FlagHistory("--kv-cache-memory-bytes", "0.10.2", note="vllm-semantics §1.5"),
+        FlagHistory("--cudagraph-capture-sizes", "0.11.1", note="replaced --cuda-graph-sizes"),
+        FlagHistory("--max-cudagraph-capture-size", "0.11.1"),
+        FlagHistory("--cuda-graph-sizes", "0.10.0", removed="0.13.0"),
+        FlagHistory("--attention-backend", "0.13.0"),
+        FlagHistory("--no-enable-flashinfer-autotune", "0.16.0"),
+        FlagHistory("--moe-backend", "0.17.0"),
+        FlagHistory("--linear-backend", "0.22.0"),
+        FlagHistory("--fail-on-environ-validation", "0.17.0"),
+        FlagHistory("--device-memory-utilization", "0.31.0"),
+    )
+}
+
+
+class EnvState(Enum):
+    ABSENT = "absent"
+    HONOURED = "honoured"
+    DEPRECATED = "deprecated"
+    REMOVED = "removed"
+
+
+@dataclass(frozen=True)
+class EnvHistory:
+    name: str
+    first: str | None
+    deprecated: str | None = None
+    removed: str | None = None
+    replacement: str = ""
+
+
+ENV_VARS: dict[str, EnvHistory] = {
+    e.name: e
+    for e in (
+        EnvHistory("VLLM_ATTENTION_BACKEND", "0.10.0", "0.13.0", "0.15.0", "--attention-backend"),
+        EnvHistory("VLLM_USE_FLASHINFER_MOE_FP4", "0.10.0", "0.22.0", "0.24.0", "--moe-backend"),
+        EnvHistory("VLLM_USE_FLASHINFER_MOE_FP8", "0.10.0", "0.22.0", "0.24.0", "--moe-backend"),
+        EnvHistory("VLLM_FLASHINFER_MOE_BACKEND", "0.10.0", "0.22.0", "0.24.0", "--moe-backend"),
+        EnvHistory("VLLM_NVFP4_GEMM_BACKEND", "0.11.1", "0.22.0", "0.24.0", "--linear-backend"),
+        EnvHistory("VLLM_MXFP4_USE_MARLIN", "0.10.1", "0.22.0", "0.24.0", "--moe-backend marlin"),
+        EnvHistory("VLLM_TEST_FORCE_FP8_MARLIN", "0.10.0", None, "0.29.0"),
+        EnvHistory("VLLM_MARLIN_USE_ATOMIC_ADD", "0.10.0"),
+        EnvHistory("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "0.18.0"),
+        EnvHistory("VLLM_USE_DEEP_GEMM", "0.10.0"),
+        EnvHistory("VLLM_SKIP_P2P_CHECK", "0.10.0"),
+        EnvHistory("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "0.10.0"),
+        EnvHistory("VLLM_API_KEY", "0.10.0"),
+        EnvHistory("VLLM_HOST_IP", "0.10.0"),
+        EnvHistory("VLLM_CACHE_ROOT", "0.10.0"),
+        # Never an upstream variable (vllm-semantics §3.2): kept here so rules can refuse it by name.
+        EnvHistory("VLLM_MXFP4_BACKEND", None),
+    )
+}
+
+
+# DFlash speculative decoding first shipped in 0.21.0 (seed 002 §14.5, vLLM PR #41880).
+FIRST_DFLASH = "0.21.0"
+
+# What a release built from a fork may declare it carries ahead of its base version (the DFlash fork
+# of seed 002 §14.5 ran it on 0.19): each with the upstream release that first carries it.
+CAPABILITIES: dict[str, str] = {"dflash": FIRST_DFLASH}
+
+
+def capability_origin(name: str, version: VllmVersion, declared: tuple[str, ...]) -> str | None:
+    """Where the target gets a capability from, or None when it does not have it."""
+    if version >= VllmVersion.parse(CAPABILITIES[name]):
+        return f"upstream vLLM since {CAPABILITIES[name]}"
+    if name in declared:
+        return f"declared by the release (vLLM {version} fork)"
+    return None
+
+
+def has_flag(version: VllmVersion, flag: str) -> bool:
+    history = FLAGS[flag]
+    if version < VllmVersion.parse(history.first):
+        return False
+    return history.removed is None or version < VllmVersion.parse(history.removed)
+
+
+def env_state(version: VllmVersion, name: str) -> EnvState:
+    history = ENV_VARS[name]
+    if history.first is None or version < VllmVersion.parse(history.first):
+        return EnvState.ABSENT
+    if history.removed and version >= VllmVersion.parse(history.removed):
+        return EnvState.REMOVED
+    if history.deprecated and version >= VllmVersion.parse(history.deprecated):
+        return EnvState.DEPRECATED
+    return EnvState.HONOURED
+
+
+def default_gpu_memory_utilization(version: VllmVersion) -> float:
+    return 0.92 if version.at_least("0.20.0") else 0.90
+
+
+def cudagraph_memory_in_budget(version: VllmVersion) -> bool:
+    """From 0.20.0 vLLM subtracts its CUDA-graph estimate from the KV budget by default (§1.3)."""
+    return version.at_least("0.20.0")
+
+
+def kv_tokens_from_concurrency(version: VllmVersion) -> bool:
+    """0.21.0+ logs KV size as concurrency x max_model_len; older releases as blocks // groups x block."""
+    return version.at_least("0.21.0")
+
+
+def uma_available_memory_check(version: VllmVersion) -> bool:
+    """0.11.1+ replaces CUDA free memory with host MemAvailable on GB10 for the startup check (§1.4)."""
+    return version.at_least("0.11.1")
+
+
+def gb10_batch_defaults(version: VllmVersion) -> tuple[int, int]:
+    """OpenAI-server defaults (max_num_batched_tokens, max_num_seqs) on GB10 (§4.3)."""
+    if version.at_least("0.33.0"):
+        return 2048, 256
+    return 8192, 1024
+
+
+def cudagraph_capture_ceiling(version: VllmVersion) -> int:
+    """The default capture ceiling on GB10 is 512 in every supported release (§4.1)."""
+    del version
+    return 512

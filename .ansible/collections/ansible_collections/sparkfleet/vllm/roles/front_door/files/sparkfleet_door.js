@@ -1,0 +1,73 @@
+// sparkfleet front door (nginx njs): hash the client key, route by the body's model, report health.
+// Everything else (TLS, limits, logs, proxying and streaming) is nginx's own.
+const crypto = require('crypto');
+
+// The digest nginx looks up in the clients map; a malformed header hashes to nothing.
+function keyDigest(r) {
+    const header = r.headersIn.Authorization || '';
+    const match = /^Bearer ([A-Za-z0-9._~+\/=-]{32,512})$/.exec(header);
+    return match ? crypto.createHash('sha256').update(match[1]).digest('hex') : '';
+}
+
+// An error in OpenAI's format, which client libraries show as is.
+function fail(r, status, message, code, param) {
+    r.headersOut['Content-Type'] = 'application/json';
+    r.return(status, JSON.stringify({
+        error: {message: message, type: 'invalid_request_error', param: param || null, code: code},
+    }) + '\n');
+}
+
+async function route(r) {
+    let body;
+    try {
+        body = JSON.parse(r.requestText || '');
+    } catch (e) {
+        return fail(r, 400, 'The request body is not JSON (or is larger than the door buffers).', 'invalid_json');
+    }
+    const model = body !== null && typeof body === 'object' && typeof body.model === 'string' ? body.model : '';
+    if (model === '') {
+        return fail(r, 400, 'The request names no model. Models on this host: ' + r.variables.sf_models + '.',
+            'model_required', 'model');
+    }
+    r.variables.sf_model = model;
+    if (!r.variables.sf_upstream) {
+        return fail(r, 404, 'The model `' + model + '` does not exist. Models on this host: '
+            + r.variables.sf_models + '.', 'model_not_found', 'model');
+    }
+    if (r.variables.sf_kind !== r.variables.sf_path_kind) {
+        return fail(r, 404, 'The model `' + model + '` does not serve ' + r.uri + '.', 'unsupported_path', 'model');
+    }
+    if (r.variables.sf_on_demand === '1') {
+        // A stopped on-demand instance is started by the activator; the request waits until it serves.
+        const reply = await r.subrequest('/_sparkfleet/activate/' + r.variables.sf_instance);
+        if (reply.status !== 200) {
+            let reason = 'the activator did not answer (' + reply.status + ')';
+            try {
+                reason = JSON.parse(reply.responseText).reason || reason;
+            } catch (e) {
+                // keep the status
+            }
+            r.headersOut['Retry-After'] = r.variables.sf_retry_after;
+            return fail(r, 503, 'The model `' + model + '` is switched on demand and is not ready: ' + reason
+                + '. Retry shortly.', 'model_unavailable', 'model');
+        }
+    }
+    r.internalRedirect("@sparkfleet_proxy");
+}
+
+// ok only when every always-on instance answers its /health; says nothing else.
+async function health(r) {
+    const targets = (r.variables.sf_health || '').split(' ').filter((t) => t !== '');
+    // A host whose models are all on demand is healthy when its door is.
+    let ok = targets.length > 0 || r.variables.sf_models !== '';
+    try {
+        const replies = await Promise.all(targets.map((t) => ngx.fetch('http://' + t + '/health')));
+        ok = ok && replies.every((reply) => reply.status === 200);
+    } catch (e) {
+        ok = false;
+    }
+    r.headersOut['Content-Type'] = 'text/plain';
+    r.return(ok ? 200 : 503, ok ? 'ok\n' : 'not ok\n');
+}
+
+export default {keyDigest, route, health};

@@ -1,0 +1,87 @@
+"""Cluster probes for the ray_cluster role.
+
+reach: connect to the head's Ray port from this node's interconnect address (the link works).
+status: connect to the cluster with Ray's own client and wait until it reports N live nodes;
+        prints the nodes with their addresses and CPU / GPU counts as JSON.
+"""
+
+import argparse
+import json
+import socket
+import sys
+import time
+
+
+def reach(args):
+    host, port = args.target.rsplit(":", 1)
+    deadline = time.monotonic() + args.timeout
+    error = "no attempt"
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, int(port)), timeout=5, source_address=(args.source, 0)):
+                print(json.dumps({"reached": args.target, "from": args.source}))
+                return 0
+        except OSError as exc:
+            error = str(exc)
+        time.sleep(2)
+    print(json.dumps({"reached": None, "from": args.source, "error": error}))
+    print(f"{args.target} does not answer from {args.source}: {error}", file=sys.stderr)
+    return 1
+
+
+def status(args):
+    import ray  # the release's Ray: the same version as the cluster's
+
+    ray.init(address=args.address, logging_level="ERROR", log_to_driver=False)
+    deadline = time.monotonic() + args.timeout
+    try:
+        while True:
+            nodes = [n for n in ray.nodes() if n.get("Alive")]
+            gpus = sum(n["Resources"].get("GPU", 0) for n in nodes)
+            if (len(nodes) >= args.expect and gpus >= args.gpus) or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        report = {
+            "nodes": sorted(
+                (
+                    {
+                        "address": n["NodeManagerAddress"],
+                        "cpus": n["Resources"].get("CPU", 0),
+                        "gpus": n["Resources"].get("GPU", 0),
+                    }
+                    for n in nodes
+                ),
+                key=lambda n: n["address"],
+            ),
+            "expected": args.expect,
+        }
+        report["cpus"] = sum(n["cpus"] for n in report["nodes"])
+        report["gpus"] = sum(n["gpus"] for n in report["nodes"])
+        print(json.dumps(report))
+        if len(nodes) < args.expect or report["gpus"] < args.gpus:
+            print(
+                f"Ray reports {len(nodes)} of {args.expect} nodes and {report['gpus']:.0f} of {args.gpus} GPUs"
+                f" after {args.timeout:.0f} s",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
+    finally:
+        ray.shutdown()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["reach", "status"])
+    parser.add_argument("--source")
+    parser.add_argument("--target")
+    parser.add_argument("--address")
+    parser.add_argument("--expect", type=int, default=1, help="live nodes to wait for")
+    parser.add_argument("--gpus", type=int, default=0, help="GPUs to wait for (one per Spark)")
+    parser.add_argument("--timeout", type=float, default=60)
+    args = parser.parse_args()
+    return reach(args) if args.mode == "reach" else status(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,281 @@
+"""Probe a sparkfleet vLLM instance with a real inference request.
+
+ready     wait until /health answers AND the plan's known-answer check passes: a real request through
+          the path clients take, whose reply must hold the expected answer and be no garbage (a
+          server whose /health answers while its first request still compiles, hangs or answers
+          wrong is not ready); stop early when the unit fails or answers wrong; print one JSON line
+          with the timings since the unit's last start.
+bench     run `vllm bench serve` (the arguments after --) with the instance's API key in
+          OPENAI_API_KEY, read from its environment file, so the key never appears on a command line.
+watchdog  one check for the instance's watchdog timer: the known-answer check with a deadline. It stands
+          down while the instance has not been ready since its last start (still loading), counts
+          consecutive failures in a state file, and restarts the unit after N of them, saying why.
+The API key is read from the instance's environment file (root, 0600), never from argv.
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+
+def unit_state(unit):
+    """(ActiveState, seconds since its last activation, whether a job such as a restart is queued)."""
+    out = subprocess.run(
+        ["systemctl", "show", unit, "-p", "ActiveState", "-p", "ActiveEnterTimestampMonotonic", "-p", "Job"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    since = int(values.get("ActiveEnterTimestampMonotonic") or 0) / 1e6
+    return values.get("ActiveState", "unknown"), since, bool(values.get("Job", "").strip())
+
+
+def api_key(env_file):
+    try:
+        with open(env_file, encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("VLLM_API_KEY="):
+                    value = line.split("=", 1)[1].strip()
+                    if len(value) >= 2 and value[0] == value[-1] == '"':
+                        value = value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+                    return value
+    except FileNotFoundError:
+        pass
+    return None
+
+
+def request(url, body=None, key=None, timeout=10.0):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method="POST" if data else "GET")
+    req.add_header("Content-Type", "application/json")
+    if key:
+        req.add_header("Authorization", f"Bearer {key}")
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return resp.status, resp.read().decode("utf-8", "replace")
+
+
+class WrongAnswer(ValueError):
+    """The server answered, and the answer is wrong or garbage: no amount of waiting fixes that."""
+
+
+def garbage(text):
+    """Why a reply is garbage whatever the question was, or None."""
+    stripped = text.strip()
+    if not stripped:
+        return "empty text"
+    if "\ufffd" in text:
+        return "replacement characters (U+FFFD): tokens that decode to no text"
+    if any((ord(c) < 32 and c not in "\n\r\t") or 0x7F <= ord(c) < 0xA0 for c in text):
+        return "control characters"
+    compact = "".join(stripped.split())
+    if len(compact) >= 4 and re.fullmatch(r"(.{1,8}?)\1{3,}", compact, re.S):
+        return f"one unit repeated ({compact[:8]!r}...)"
+    words = stripped.split()
+    if len(words) >= 6:
+        top = max(words.count(word) for word in set(words))
+        if top / len(words) >= 0.6:
+            return f"one token repeated in {top} of {len(words)} words"
+    return None
+
+
+def contains_answer(text, expect):
+    """The expected answer not inside a longer word or number (so '204' is not in '2040'), any case."""
+    return re.search(rf"(?<![^\W_]){re.escape(expect.casefold())}(?![^\W_])", text.casefold()) is not None
+
+
+def nan_logprobs(choice):
+    content = (choice.get("logprobs") or {}).get("content") or []
+    return sum(1 for entry in content if isinstance(entry.get("logprob"), float) and math.isnan(entry["logprob"]))
+
+
+def judge_embedding(reply):
+    data = reply.get("data") or []
+    vector = data[0].get("embedding") if data else None
+    if not isinstance(vector, list) or not vector:
+        raise WrongAnswer("no embedding in the reply")
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in vector):
+        raise WrongAnswer("the embedding holds NaN or infinite values")
+    if not any(vector):
+        raise WrongAnswer("the embedding is all zeros")
+    return f"embedding of {len(vector)} values"
+
+
+def judge_chat(reply, expect):
+    """The reply's text (reasoning and content) when it is right; raises WrongAnswer otherwise."""
+    choice = reply["choices"][0]
+    message = choice.get("message") or {}
+    content = message.get("content") or ""
+    thought = message.get("reasoning_content") or message.get("reasoning") or ""
+    nans = nan_logprobs(choice)
+    if nans:
+        raise WrongAnswer(f"{nans} NaN log-probabilities in the reply {content[:80]!r}")
+    bad = garbage(content) if content.strip() or not thought else garbage(thought)
+    if bad:
+        raise WrongAnswer(f"garbage reply ({bad}): {(content or thought)[:80]!r}")
+    if expect is not None and not contains_answer(f"{thought}\n{content}", expect):
+        raise WrongAnswer(f"wrong answer {(content or thought)[:80]!r}, expected {expect!r}")
+    return content or thought
+
+
+def infer(args, check, key, timeout):
+    """The known-answer check through the path clients use: the reply text, or an exception saying why not."""
+    status, text = request(f"{args.url}{check['path']}", check["body"], key, timeout=timeout)
+    reply = json.loads(text)
+    if status != 200:
+        raise ValueError(f"unexpected answer ({status}): {text[:200]}")
+    if check["path"] == "/v1/embeddings":
+        return judge_embedding(reply)
+    if not reply.get("choices"):
+        raise WrongAnswer(f"a reply with no choices: {text[:200]}")
+    return judge_chat(reply, check.get("expect"))
+
+
+def journal(unit, lines=30):
+    return subprocess.run(
+        ["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+
+
+def fail(unit, reason):
+    print(json.dumps({"unit": unit, "ready": False, "reason": reason, "journal": journal(unit)}))
+    sys.exit(1)
+
+
+def ready(args, check, key):
+    began = time.monotonic()
+    deadline = began + args.timeout
+    health_at = None
+    while time.monotonic() < deadline:
+        state, since, job_queued = unit_state(args.unit)
+        # A restart passes through failed or inactive on its way back (a stop that timed out ends
+        # "failed"); only a unit with no job left to run it is down for good.
+        if state in ("failed", "inactive") and not job_queued:
+            fail(args.unit, f"the unit is {state}")
+        try:
+            if health_at is None and request(f"{args.url}/health", timeout=5)[0] == 200:
+                health_at = time.monotonic()
+            if health_at is not None:
+                reply = infer(args, check, key, max(deadline - time.monotonic(), 1))
+                now = time.monotonic()
+                result = {
+                    "unit": args.unit,
+                    "ready": True,
+                    "health_s": round(health_at - since, 1) if since else None,
+                    "ready_s": round(now - since, 1) if since else None,
+                    "first_inference_s": round(now - health_at, 2),
+                    "waited_s": round(now - began, 1),
+                    "reply": reply,
+                    "expect": check.get("expect"),
+                }
+                print(json.dumps(result))
+                return
+        except WrongAnswer as exc:
+            fail(args.unit, f"{exc}. {check.get('reason', '')}")
+        except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403):
+                fail(args.unit, f"the warm-up request was refused ({exc.code}): the key in {args.env_file} does not match")
+            if exc.code == 400:
+                fail(args.unit, f"the warm-up request was rejected (400): {exc.read().decode('utf-8', 'replace')[:500]}")
+        except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
+            pass
+        time.sleep(2)
+    fail(args.unit, f"not ready after {args.timeout:.0f} s (health {'answered' if health_at else 'never answered'})")
+
+
+def load_state(path, since):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            state = json.load(handle)
+    except (FileNotFoundError, ValueError):
+        state = {}
+    if state.get("since") != since:  # a new start of the unit: forget the old one
+        state = {"since": since, "ready_seen": False, "failures": 0}
+    return state
+
+
+def save_state(path, state):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(state, handle)
+    os.replace(tmp, path)
+
+
+def watchdog(args, check, key):
+    active, since = unit_state(args.unit)[:2]
+    if active != "active":
+        print(f"{args.unit} is {active}: standing down")
+        return
+    state = load_state(args.state, since)
+    age = time.monotonic() - since
+    try:
+        infer(args, check, key, args.deadline)
+        if not state["ready_seen"]:
+            print(f"{args.unit} answered {age:.0f} s after its start: watching it from now on")
+        state.update(ready_seen=True, failures=0)
+        save_state(args.state, state)
+        return
+    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError, OSError) as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+    if not state["ready_seen"] and age < args.start_grace:
+        print(f"{args.unit} still starting ({age:.0f} s of {args.start_grace:.0f} s): standing down ({reason})")
+        save_state(args.state, state)
+        return
+    state["failures"] += 1
+    print(f"{args.unit}: inference check failed ({state['failures']}/{args.failures}) within {args.deadline:.0f} s: {reason}")
+    if state["failures"] >= args.failures:
+        print(f"{args.unit}: restarting after {state['failures']} consecutive failed inference checks (last: {reason})")
+        state.update(failures=0, ready_seen=False)
+        save_state(args.state, state)
+        subprocess.run(["systemctl", "restart", "--no-block", args.unit], check=True)
+        return
+    save_state(args.state, state)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=["ready", "watchdog", "bench"])
+    parser.add_argument("--unit")
+    parser.add_argument("--url", help="base URL, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--plan", help="the instance's plan.json (holds the warm-up request)")
+    parser.add_argument("--env-file", required=True)
+    parser.add_argument("--timeout", type=float, default=1200, help="ready: seconds to wait")
+    parser.add_argument("--state", help="watchdog: state file")
+    parser.add_argument("--deadline", type=float, default=30, help="watchdog: seconds one inference may take")
+    parser.add_argument("--failures", type=int, default=3, help="watchdog: consecutive failures before a restart")
+    parser.add_argument("--start-grace", type=float, default=900, help="watchdog: seconds a new start may take")
+    argv = sys.argv[1:]
+    command = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    if args.mode == "bench":
+        if not command:
+            parser.error("bench needs the vllm bench serve command after --")
+        key = api_key(args.env_file)
+        env = dict(os.environ, OPENAI_API_KEY=key) if key else dict(os.environ)
+        os.execvpe(command[0], command, env)
+    if not (args.unit and args.url and args.plan):
+        parser.error(f"{args.mode} needs --unit, --url and --plan")
+    with open(args.plan, encoding="utf-8") as handle:
+        check = json.load(handle)["answer_check"]
+    key = api_key(args.env_file)
+    if args.mode == "ready":
+        ready(args, check, key)
+    else:
+        if not args.state:
+            parser.error("watchdog needs --state")
+        watchdog(args, check, key)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""Switch on-demand vLLM instances for the front door: start on the first request, stop when idle.
+
+nginx asks GET /ensure/<instance> (over a unix socket only nginx's workers and root may open) before it
+proxies a request for an on-demand model. The answer is 200 once the instance is up and has passed its
+readiness check (the probe's known-answer check: ready means right), else 503 with the reason after the
+plan's wait. To make room it stops idle on-demand instances, least recently used first, until the new
+one fits in the plan's on-demand budget; never a busy one and never an always-on one (they are not in
+its table). A thread stops each on-demand instance that has had no request for its idle_stop_after_s
+and has none running. The request path stays in nginx; this process only talks to systemd.
+
+Socket-activated by systemd (LISTEN_FDS); Python's standard library only.
+"""
+
+import argparse
+import http.server
+import json
+import os
+import re
+import socket
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+_NAME = re.compile(r"/ensure/([a-z0-9][a-z0-9-]{0,39})")
+_GAUGE = re.compile(r"^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})? ([0-9.eE+-]+)$", re.MULTILINE)
+
+
+def log(message):
+    print(message, flush=True)
+
+
+class Switchboard:
+    """The on-demand instances of the door plan, when each was last asked for, and their locks."""
+
+    def __init__(self, table, config_dir, probe):
+        self.budget = float(table["budget_gib"])
+        self.wait = float(table["wait_s"])
+        self.instances = table["instances"]
+        self.config_dir = config_dir
+        self.probe = probe
+        self.used = {name: 0.0 for name in self.instances}
+        self.ready = dict.fromkeys(self.instances, False)
+        self.locks = {name: threading.Lock() for name in self.instances}
+        self.room = threading.Lock()  # one start decides what to stop at a time
+        for name in self.instances:
+            if self.state(name) in ("active", "activating", "reloading"):
+                self.used[name] = time.monotonic()  # running when we came up: its idle clock starts now
+
+    def state(self, name):
+        out = subprocess.run(
+            ["systemctl", "show", self.instances[name]["unit"], "-p", "ActiveState"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        return out.strip().partition("=")[2] or "unknown"
+
+    def listening(self, name):
+        host, _, port = self.instances[name]["url"].rpartition("//")[2].rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=1):
+                return True
+        except OSError:
+            return False
+
+    def in_flight(self, name):
+        """Requests running or waiting in the instance (vLLM's own gauges); 0 when it does not answer."""
+        try:
+            with urllib.request.urlopen(self.instances[name]["url"] + "/metrics", timeout=5) as reply:
+                text = reply.read().decode("utf-8", "replace")
+        except OSError:
+            return 0
+        return sum(float(value) for value in _GAUGE.findall(text))
+
+    def stop(self, name, why):
+        log(f"stopping {name}: {why}")
+        self.ready[name] = False
+        unit = self.instances[name]["unit"]
+        subprocess.run(["systemctl", "stop", unit], check=False)
+        # A server killed after its stop timeout ends "failed"; it was stopped on purpose, so it is at rest.
+        if self.state(name) == "failed":
+            log(f"{name} did not exit within its stop timeout and was killed")
+            subprocess.run(["systemctl", "reset-failed", unit], check=False)
+
+    def make_room(self, name):
+        """Stop idle on-demand instances until `name` fits in the budget; the reason it cannot, or None."""
+        need = float(self.instances[name]["footprint_gib"])
+        running = [n for n in self.instances if n != name and self.state(n) in ("active", "activating", "reloading")]
+        held = sum(float(self.instances[n]["footprint_gib"]) for n in running)
+        busy = []
+        for other in sorted(running, key=lambda n: self.used[n]):
+            if held + need <= self.budget:
+                break
+            if self.in_flight(other) > 0 or not self.locks[other].acquire(blocking=False):
+                busy.append(other)
+                continue
+            try:
+                self.stop(other, f"idle, to make room for {name} ({need:.1f} GiB; budget {self.budget:.1f} GiB)")
+            finally:
+                self.locks[other].release()
+            held -= float(self.instances[other]["footprint_gib"])
+        if held + need <= self.budget:
+            return None
+        return (
+            f"{name} needs {need:.1f} GiB and the on-demand budget is {self.budget:.1f} GiB, but "
+            f"{', '.join(busy)} {'is' if len(busy) == 1 else 'are'} serving requests"
+        )
+
+    def readiness(self, name, timeout):
+        """The probe's readiness check of the instance (health, then the known-answer check)."""
+        unit = self.instances[name]["unit"]
+        argv = [
+            sys.executable, self.probe, "ready", "--unit", unit, "--url", self.instances[name]["url"],
+            "--plan", os.path.join(self.config_dir, f"{name}.plan.json"),
+            "--env-file", os.path.join(self.config_dir, f"{name}.env"),
+            "--timeout", str(max(int(timeout), 1)),
+        ]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        try:
+            return json.loads(done.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return {"ready": False, "reason": (done.stderr or done.stdout).strip()[-500:] or "the probe failed"}
+
+    def ensure(self, name):
+        """(status, body): 200 when the instance serves and answered right, 503 with the reason otherwise."""
+        began = time.monotonic()
+        self.used[name] = began
+        if self.ready[name] and self.listening(name):
+            return 200, {"instance": name, "state": "ready"}
+        if not self.locks[name].acquire(timeout=self.wait):
+            return 503, {"instance": name, "reason": f"{name} is still starting after {self.wait:.0f} s"}
+        try:
+            if self.ready[name] and self.listening(name):  # another request started it meanwhile
+                return 200, {"instance": name, "state": "ready"}
+            self.ready[name] = False
+            if self.state(name) not in ("active", "activating", "reloading"):
+                with self.room:
+                    refused = self.make_room(name)
+                    if refused:
+                        return 503, {"instance": name, "reason": refused}
+                    log(f"starting {name} for a request")
+                    subprocess.run(["systemctl", "start", "--no-block", self.instances[name]["unit"]], check=False)
+            verdict = self.readiness(name, self.wait - (time.monotonic() - began))
+            waited = round(time.monotonic() - began, 1)
+            if verdict.get("ready"):
+                self.ready[name] = True
+                self.used[name] = time.monotonic()
+                log(f"{name} ready after {waited} s: answered {verdict.get('reply')!r}")
+                return 200, {"instance": name, "state": "ready", "waited_s": waited}
+            reason = str(verdict.get("reason", "not ready"))
+            if not reason.startswith("not ready after"):  # failed or answers wrong: do not leave it holding memory
+                self.stop(name, f"not ready: {reason}")
+            return 503, {"instance": name, "reason": f"{name} {reason}", "waited_s": waited}
+        finally:
+            self.locks[name].release()
+
+    def stop_idle(self):
+        now = time.monotonic()
+        for name, spec in self.instances.items():
+            if now - self.used[name] < spec["idle_stop_after_s"] or self.state(name) != "active":
+                continue
+            if self.in_flight(name) > 0 or not self.locks[name].acquire(blocking=False):
+                self.used[name] = now  # a long request counts as use
+                continue
+            try:
+                self.stop(
+                    name, f"no request for {now - self.used[name]:.0f} s (idle_stop_after {spec['idle_stop_after_s']} s)"
+                )
+            finally:
+                self.locks[name].release()
+
+    def watch_idle(self):
+        tick = max(5.0, min(float(s["idle_stop_after_s"]) for s in self.instances.values()) / 6)
+        while True:
+            time.sleep(tick)
+            try:
+                self.stop_idle()
+            except Exception as exc:  # one bad round must not end the idle watch
+                log(f"idle check failed: {type(exc).__name__}: {exc}")
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    board = None
+
+    def do_GET(self):
+        match = _NAME.fullmatch(self.path)
+        if not match or match[1] not in self.board.instances:
+            return self.reply(404, {"reason": "no such on-demand instance"})
+        return self.reply(*self.board.ensure(match[1]))
+
+    def reply(self, status, body):
+        data = (json.dumps(body) + "\n").encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def address_string(self):
+        return "nginx"  # a unix socket has no peer address
+
+    def log_message(self, format, *args):  # noqa: A002 - the base class's name
+        pass  # nginx logs every request; this logs what it switches
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+
+def listener():
+    """The socket systemd passes (LISTEN_FDS), or one of our own when run by hand."""
+    if os.environ.get("LISTEN_PID") == str(os.getpid()) and os.environ.get("LISTEN_FDS") == "1":
+        return socket.socket(fileno=3)
+    raise SystemExit("run me through sparkfleet-door-activator.socket (no socket was passed)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("table", help="the door plan's activator table (JSON)")
+    parser.add_argument("--config-dir", required=True, help="where each instance's plan.json and env file are")
+    parser.add_argument("--probe", required=True, help="sparkfleet_probe.py")
+    args = parser.parse_args()
+    with open(args.table, encoding="utf-8") as handle:
+        Handler.board = Switchboard(json.load(handle), args.config_dir, args.probe)
+    server = Server(("", 0), Handler, bind_and_activate=False)
+    server.socket = listener()
+    threading.Thread(target=Handler.board.watch_idle, daemon=True).start()
+    log(f"switching {', '.join(Handler.board.instances)} (budget {Handler.board.budget:.1f} GiB)")
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
