@@ -59,7 +59,7 @@ class Switchboard:
         return out.strip().partition("=")[2] or "unknown"
 
     def listening(self, name):
-        host, _, port = self.instances[name]["url"].rpartition("//")[2].rpartition(":")
+        host, port = self.instances[name]["url"].rpartition("//")[2].rsplit(":", 1)
         try:
             with socket.create_connection((host.strip("[]"), int(port)), timeout=1):
                 return True
