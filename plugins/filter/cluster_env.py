@@ -14,8 +14,9 @@ description:
     C(TP_SOCKET_IFNAME), C(NCCL_IB_HCA), C(NCCL_IB_DISABLE), C(NCCL_IB_GID_INDEX), C(NCCL_NET_PLUGIN),
     C(NCCL_IB_ROCE_VERSION_NUM), C(NCCL_IB_TIMEOUT), C(RAY_memory_monitor_refresh_ms)), each with its reason
     and source, and one NCCL library preloaded for every process (C(LD_PRELOAD), C(VLLM_NCCL_SO_PATH)).
+  - With O(auth_token_path), Ray's token authentication (C(RAY_AUTH_MODE), C(RAY_AUTH_TOKEN_PATH)).
   - Refuses a bad interface or device name, or an NCCL build the node does not have, naming the variable.
-positional: nccl_found, nccl_wanted, host
+positional: nccl_found, nccl_wanted, host, auth_token_path
 options:
   _input:
     description: C(interface), C(hcas), C(gid_index), C(roce_version), C(ib_timeout).
@@ -34,6 +35,12 @@ options:
     description: The node, for messages.
     type: str
     required: true
+  auth_token_path:
+    description:
+      - Where every process of the cluster reads Ray's authentication token; adds C(RAY_AUTH_MODE=token) and
+        C(RAY_AUTH_TOKEN_PATH). Omitted, the environment has no Ray settings (the link check of the preflight).
+    type: str
+    required: false
 requirements:
   - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
 """
@@ -54,10 +61,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
 
 
-def cluster_env(link, nccl_found, nccl_wanted, host):
+def cluster_env(link, nccl_found, nccl_wanted, host, auth_token_path=None):
     cluster_environment = load("sparkfleet.adapters").cluster_environment
     try:
-        return cluster_environment(link, nccl_found, nccl_wanted, host)
+        return cluster_environment(link, nccl_found, nccl_wanted, host, auth_token_path)
     except ValueError as exc:
         raise AnsibleFilterError(f"cluster_env: {exc}") from exc
 

@@ -192,13 +192,15 @@ def write(module, spec, data):
     # Hidden and without the file's suffix: systemd, Prometheus and friends ignore it meanwhile.
     handle, temporary = tempfile.mkstemp(prefix=".sparkfleet-", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
+        # Owner and mode first, while the file is empty and 0600: a secret is never readable, even for an
+        # instant, by anyone its final mode does not admit.
         keep_current_attributes(temporary, spec["dest"])
         args = module.load_file_common_arguments(
             {"path": temporary, "owner": spec["owner"], "group": spec["group"], "mode": spec["mode"]}
         )
         module.set_fs_attributes_if_different(args, False)
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
         if spec["validate"]:
             validate(module, spec, temporary)
         os.replace(temporary, spec["dest"])

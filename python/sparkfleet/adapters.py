@@ -7,7 +7,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from .catalog import get_profile, load_catalog
-from .cluster import NcclLibraries, NodeFacts, cluster_problems, interconnect, interconnect_env, nccl_choice
+from .cluster import (
+    NcclLibraries,
+    NodeFacts,
+    cluster_problems,
+    interconnect,
+    interconnect_env,
+    nccl_choice,
+    ray_auth_env,
+)
 from .doctor import Status, diagnose, render
 from .door import DoorPlan, client_digests, door_plan_from
 from .errors import PlanError, from_validation
@@ -183,9 +191,13 @@ def doctor_report(observations: Any, host: str) -> dict[str, Any]:
     }
 
 
-def cluster_environment(link: Any, nccl_found: Any, nccl_wanted: str, host: str) -> dict[str, Any]:
-    """Every Ray and vLLM process's environment on one node: the interconnect and one NCCL library."""
+def cluster_environment(
+    link: Any, nccl_found: Any, nccl_wanted: str, host: str, auth_token_path: str | None = None
+) -> dict[str, Any]:
+    """Every Ray and vLLM process's environment on one node: the interconnect, one NCCL library, Ray's token."""
     env = interconnect_env(interconnect(plain(link)))
+    if auth_token_path is not None:
+        env += ray_auth_env(str(auth_token_path))
     report = "no NCCL (cpu platform)"
     if nccl_wanted != "none":
         if nccl_wanted not in ("pip", "system"):

@@ -18,7 +18,12 @@ from .models import Strict
 from .sources import SEED_GUIDE, SEED_SM121
 
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+_TOKEN_PATH = re.compile(r"/[A-Za-z0-9_./-]{1,254}")
 _HCA = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+# Ray's token authentication (RAY_AUTH_MODE=token) appeared in 2.52; an older Ray ignores the variable
+# and serves every RPC (job submission is code execution) to anyone on the link.
+RAY_TOKEN_AUTH = (2, 52)
+RAY_TOKEN_DOCS = "docs.ray.io ray-security/token-auth (Ray 2.52+)"
 NCCL_HANG = "field-anchors.md (vllm-project/vllm#42354: pip NCCL next to the system build hangs collectives ~20 min)"
 
 
@@ -130,6 +135,33 @@ def interconnect_env(link: Interconnect) -> list[EnvVar]:
     return out
 
 
+def ray_auth_env(token_path: str) -> list[EnvVar]:
+    """Ray's token authentication for every Ray and vLLM process of the cluster, the token read from a file."""
+    if not _TOKEN_PATH.fullmatch(token_path) or "/../" in f"{token_path}/":
+        raise PlanError("sparkfleet_config_dir", f"{token_path!r} is not an absolute path of plain names for Ray's token")
+    return [
+        EnvVar(
+            name="RAY_AUTH_MODE",
+            value="token",
+            reason="every Ray RPC and HTTP entry point demands the cluster's token: without it a process on "
+            "the link could submit jobs (run code) as the service user on every node",
+            source=RAY_TOKEN_DOCS,
+        ),
+        EnvVar(
+            name="RAY_AUTH_TOKEN_PATH",
+            value=token_path,
+            reason="the token comes from a root-owned file the service user may read but not change; "
+            "never from a command line or an environment value",
+            source=RAY_TOKEN_DOCS,
+        ),
+    ]
+
+
+def has_token_auth(ray_version: str) -> bool:
+    numbers = re.match(r"(\d+)\.(\d+)", ray_version)
+    return numbers is not None and (int(numbers[1]), int(numbers[2])) >= RAY_TOKEN_AUTH
+
+
 def interconnect(raw: Any, label: str = "ray_cluster") -> Interconnect:
     try:
         return Interconnect.model_validate(raw)
@@ -184,6 +216,7 @@ class NodeFacts(Strict):
     versions: dict[str, str] = Field(default_factory=dict)  # vllm, torch, ray, nccl
     models: dict[str, bool] = Field(default_factory=dict)  # model id -> staged and complete
     interface: bool = True
+    addressed: bool = True  # the interface has an IPv4 address (Ray binds it; the units admit its subnet)
     peers: dict[str, bool] = Field(default_factory=dict)  # peer -> answers on the interface
 
 
@@ -199,9 +232,17 @@ def cluster_problems(head: str, nodes: dict[str, NodeFacts], interface: str) -> 
     """Every way the nodes differ from the head or cannot reach each other, naming the node."""
     problems: list[str] = []
     reference = nodes[head]
+    ray = reference.versions.get("ray") or reference.packages.get("ray")
+    if ray and not has_token_auth(ray):
+        problems.append(
+            f"the head {head}'s release has Ray {ray}, which has no token authentication (2.52 or later): "
+            "set vllm_install_ray_version to 2.52.0 or later"
+        )
     for name, node in sorted(nodes.items()):
         if not node.interface:
             problems.append(f"{name}: interface {interface} does not exist (ray_cluster_interface)")
+        elif not node.addressed:
+            problems.append(f"{name}: interface {interface} has no IPv4 address (ray_cluster_interface)")
         for peer, answers in sorted(node.peers.items()):
             if not answers:
                 problems.append(f"{name}: {peer} does not answer on {interface}")

@@ -153,10 +153,17 @@ def sandbox(
         )
         if kind is UnitKind.VLLM:
             out += ip_policy(bind_host, allowed_clients, link_subnet)
-        elif link_subnet:
+        else:
+            # Fails closed: a link whose subnet is not known admits loopback only, never every address.
+            allow = f"localhost {link_subnet}" if link_subnet else "localhost"
+            why = (
+                f"this host and the cluster link {link_subnet}"
+                if link_subnet
+                else ("this host only: the cluster link's subnet is not known (ray_cluster_interface has no IPv4 address)")
+            )
             out += [
                 _d("IPAddressDeny", "any", "defence in depth: Ray talks to nothing but this host and its peers"),
-                _d("IPAddressAllow", f"localhost {link_subnet}", f"this host and the cluster link {link_subnet}"),
+                _d("IPAddressAllow", allow, why),
             ]
         return out
     if kind is UnitKind.DROP_CACHES:

@@ -2,7 +2,17 @@ from __future__ import annotations
 
 import pytest
 
-from sparkfleet.cluster import NcclLibraries, NodeFacts, cluster_problems, interconnect, interconnect_env, nccl_choice
+from sparkfleet.adapters import cluster_environment
+from sparkfleet.cluster import (
+    NcclLibraries,
+    NodeFacts,
+    cluster_problems,
+    has_token_auth,
+    interconnect,
+    interconnect_env,
+    nccl_choice,
+    ray_auth_env,
+)
 from sparkfleet.errors import PlanError
 
 
@@ -118,3 +128,37 @@ def test_a_worker_whose_lock_differs_under_the_same_id_is_named_with_the_package
     assert problems == [
         "spark02's release lock differs from the head spark01's: transformers 5.19.0 != 5.19.1, triton 3.7.1 != absent"
     ]
+
+
+def test_a_head_whose_ray_has_no_token_authentication_is_refused_naming_the_variable() -> None:
+    old = _node(versions={"vllm": "0.32.0", "torch": "2.13.0", "ray": "2.51.1"})
+    problems = cluster_problems("spark01", {"spark01": old, "spark02": old}, "eth0")
+    assert problems == [
+        "the head spark01's release has Ray 2.51.1, which has no token authentication (2.52 or later): "
+        "set vllm_install_ray_version to 2.52.0 or later"
+    ]
+    planned = NodeFacts.model_validate({"release_id": "r", "packages": {"ray": "2.48.0"}})
+    assert "Ray 2.48.0" in cluster_problems("spark01", {"spark01": planned}, "eth0")[0]
+    assert has_token_auth("2.52.0") and has_token_auth("2.60.0") and has_token_auth("3.0.0")
+    assert not has_token_auth("2.9.3") and not has_token_auth("nightly")
+
+
+def test_an_interface_without_an_address_is_named() -> None:
+    problems = cluster_problems("spark01", {"spark01": _node(), "spark02": _node(addressed=False)}, "eth1")
+    assert problems == ["spark02: interface eth1 has no IPv4 address (ray_cluster_interface)"]
+
+
+def test_every_process_gets_ray_token_authentication_from_a_file() -> None:
+    env = cluster_environment({"interface": "eth1"}, {}, "none", "spark01", "/etc/sparkfleet/ray-auth-token")["env"]
+    by_name = {e["name"]: e["value"] for e in env}
+    assert by_name["RAY_AUTH_MODE"] == "token"
+    assert by_name["RAY_AUTH_TOKEN_PATH"] == "/etc/sparkfleet/ray-auth-token"
+    assert "RAY_AUTH_TOKEN" not in by_name  # the secret itself is never an environment value
+    without = cluster_environment({"interface": "eth1"}, {}, "none", "spark01")["env"]
+    assert not any(e["name"].startswith("RAY_AUTH") for e in without)
+
+
+@pytest.mark.parametrize("path", ["relative/token", "/etc/../root/token", "/etc/sparkfleet/tok\nen", "/etc/a b"])
+def test_a_token_path_that_is_not_plain_is_refused(path: str) -> None:
+    with pytest.raises(PlanError, match="not an absolute path"):
+        ray_auth_env(path)

@@ -87,7 +87,8 @@ def test_ray_talks_only_to_this_host_and_the_cluster_link() -> None:
     d = as_dict(UnitKind.RAY, bind_host="192.168.100.1", link_subnet="192.168.100.0/24")
     assert d["IPAddressDeny"] == ["any"]
     assert d["IPAddressAllow"] == ["localhost 192.168.100.0/24"]
-    assert "IPAddressDeny" not in as_dict(UnitKind.RAY)
+    unknown = as_dict(UnitKind.RAY)  # the link's subnet is not known: loopback only, never everything
+    assert unknown["IPAddressDeny"] == ["any"] and unknown["IPAddressAllow"] == ["localhost"]
 
 
 def test_the_drop_caches_oneshot_has_no_network() -> None:

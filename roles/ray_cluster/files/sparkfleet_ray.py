@@ -2,14 +2,27 @@
 
 reach: connect to the head's Ray port from this node's interconnect address (the link works).
 status: connect to the cluster with Ray's own client and wait until it reports N live nodes;
-        prints the nodes with their addresses and CPU / GPU counts as JSON.
+        prints the nodes with their addresses and CPU / GPU counts as JSON. With --env-file, the
+        cluster's environment (Ray's token authentication among it) is read from that file first,
+        as the units read it, so no setting or secret travels on this command line.
 """
 
 import argparse
 import json
+import os
 import socket
 import sys
 import time
+
+
+def load_env_file(path):
+    """KEY=VALUE lines of a systemd EnvironmentFile (comments and blank lines skipped) into os.environ."""
+    with open(path, encoding="utf-8") as lines:
+        for line in lines:
+            line = line.strip()
+            if line and not line.startswith("#") and "=" in line:
+                name, value = line.split("=", 1)
+                os.environ[name.strip()] = value.strip()
 
 
 def reach(args):
@@ -30,6 +43,8 @@ def reach(args):
 
 
 def status(args):
+    if args.env_file:
+        load_env_file(args.env_file)
     import ray  # the release's Ray: the same version as the cluster's
 
     ray.init(address=args.address, logging_level="ERROR", log_to_driver=False)
@@ -79,6 +94,7 @@ def main():
     parser.add_argument("--expect", type=int, default=1, help="live nodes to wait for")
     parser.add_argument("--gpus", type=int, default=0, help="GPUs to wait for (one per Spark)")
     parser.add_argument("--timeout", type=float, default=60)
+    parser.add_argument("--env-file", help="the cluster's EnvironmentFile (ray-cluster.env)")
     args = parser.parse_args()
     return reach(args) if args.mode == "reach" else status(args)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from adhoc import run_module
@@ -114,3 +115,40 @@ def test_the_action_turns_target_syslog_off_and_builds_diffs_here() -> None:
         {"before_header": "/etc/x.conf", "after_header": "/etc/x.conf", "before": "old\n", "after": "new\n"}
     ]
     assert "before" not in result["files"][0]
+
+
+class _AttributesOnly:
+    """Just what write() asks of AnsibleModule: the wanted mode applied to a path."""
+
+    @staticmethod
+    def load_file_common_arguments(args: dict[str, str | None]) -> dict[str, str | None]:
+        return args
+
+    @staticmethod
+    def set_fs_attributes_if_different(args: dict[str, str | None], _changed: bool) -> bool:
+        if args["mode"]:
+            os.chmod(str(args["path"]), int(str(args["mode"]), 8))
+        return True
+
+
+def test_a_secret_is_never_in_a_file_wider_than_its_final_mode(tmp_path: Path, monkeypatch) -> None:
+    from ansible_collections.sparkfleet.vllm.plugins.modules import files as files_module
+
+    modes_with_data: list[str] = []  # every mode the temporary file took while it held bytes
+    real_chmod = os.chmod
+
+    def watching(path: str, mode: int) -> None:
+        real_chmod(path, mode)
+        if os.path.getsize(path):
+            modes_with_data.append(oct(mode))
+
+    monkeypatch.setattr(files_module.os, "chmod", watching)
+    old_umask = os.umask(0o022)  # a new file's default would be 0644
+    try:
+        secret = tmp_path / "ray-auth-token"
+        spec = {"dest": str(secret), "owner": None, "group": None, "mode": "0600", "validate": None}
+        files_module.write(_AttributesOnly(), spec, b"hunter2-secret")
+    finally:
+        os.umask(old_umask)
+    assert modes_with_data == []
+    assert secret.read_bytes() == b"hunter2-secret" and oct(secret.stat().st_mode & 0o777) == "0o600"
