@@ -1,0 +1,256 @@
+"""Values reach unit files as one token systemd reads back, or are refused (issue 19, part 4).
+
+The real vllm_serve unit template is rendered by Ansible's own templating with the collection's
+filters, from plans the real planner made out of fuzzed fields, and from plans whose values were
+swapped afterwards (as a validation bypass would); every unit that renders must pass
+`systemd-analyze verify` without a warning, and its ExecStart must split back into the plan's argv.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sparkfleet.adapters import host_plan
+from sparkfleet.errors import PlanError
+from sparkfleet.unitfile import Place, unit_value
+
+ROOT = Path(__file__).resolve().parents[2]
+COLLECTIONS = ROOT / ".cache" / "pytest-collections"
+TEMPLATE = ROOT / "roles" / "vllm_serve" / "templates" / "vllm.service.j2"
+ANALYZE = shutil.which("systemd-analyze")
+
+_ESCAPES = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t", "s": " "}
+
+
+def systemd_words(line: str, specifiers: bool = True, variables: bool = True) -> list[str]:
+    """Split a command line as systemd.syntax(7) "Quoting" reads it (the subset unit_value writes:
+    plain words and double-quoted words with backslash escapes), then undo `%%` and `$$`."""
+    words: list[str] = []
+    i, n = 0, len(line)
+    while i < n:
+        while i < n and line[i] in " \t":
+            i += 1
+        if i >= n:
+            break
+        word, quoted = "", False
+        while i < n and (quoted or line[i] not in " \t"):
+            char = line[i]
+            if char == '"':
+                quoted = not quoted
+            elif char == "\\" and i + 1 < n:
+                i += 1
+                word += _ESCAPES.get(line[i], "\\" + line[i])
+            else:
+                word += char
+            i += 1
+        assert not quoted, f"unbalanced quotes in {line!r}"
+        if specifiers:
+            word = word.replace("%%", "%")
+        if variables:
+            word = word.replace("$$", "$")
+        words.append(word)
+    return words
+
+
+texts = st.one_of(
+    st.text(max_size=40),
+    st.sampled_from(
+        ['{"method": "mtp", "num_speculative_tokens": 3}', "../../etc/passwd", "-h", "--api-key", ";", "a\nb",
+         "100%", "$HOME", "${X}", 'say "hi"', "back\\slash", "é-ünï", "\u2028", "\x85", "x" * 5000, "", " lead"]
+    ),
+)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(texts, st.sampled_from(list(Place)))
+def test_every_value_is_one_token_read_back_as_itself_or_refused(text: str, place: Place) -> None:
+    try:
+        spelled = unit_value(text, place, "fuzz")
+    except PlanError as exc:
+        assert exc.variable == "fuzz" and str(exc).startswith("fuzz: ")
+        return
+    assert "\n" not in spelled and "\r" not in spelled
+    if place is Place.COMMENT:
+        assert spelled == text
+    elif place is Place.SETTING:
+        assert spelled.replace("%%", "%") == text
+    else:
+        assert systemd_words(spelled, variables=place is Place.EXEC) == [text]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [("a\nExecStartPre=/bin/sh", "control character '\\n'"), ("a\rb", "control character '\\r'"),
+     ("nul\x00", "control character '\\x00'"), ("c1\x85", "control character '\\x85'"),
+     ("\u2028", "control character '\\u2028'"), (";", "lone ';'"), ("x" * 4097, "longer than a unit line")],
+)  # fmt: skip
+def test_what_cannot_be_spelled_is_refused_with_the_reason(text: str, problem: str) -> None:
+    with pytest.raises(PlanError, match="served_name: ") as err:
+        unit_value(text, Place.EXEC, "served_name")
+    assert problem in str(err.value)
+
+
+def test_dollar_is_doubled_on_command_lines_only() -> None:
+    assert unit_value("$HOME", Place.EXEC) == '"$$HOME"'
+    assert unit_value("A=$HOME", Place.ENVIRONMENT) == '"A=$HOME"'  # Environment= expands no variables
+    assert unit_value("50%", Place.ENVIRONMENT) == '"50%%"'
+
+
+# --------------------------------------------------------------------------- the real template
+
+CONFIG = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 512,
+    "max_position_embeddings": 2048, "torch_dtype": "bfloat16",
+}  # fmt: skip
+FACTS = {"platform": "cpu", "mem_total_bytes": 24 * 2**30, "mem_available_bytes": 20 * 2**30, "vllm_version": "0.32.0"}
+
+
+# Ansible's collection loader takes over the ansible_collections package for the whole process, which
+# other tests import as plain modules: the templates render in a process of their own, one JSON line
+# per unit, as the template action renders a file (its string literals keep their backslash escapes).
+RENDERER = r"""
+import json, sys
+from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import init_plugin_loader
+from ansible.template import Templar, trust_as_template
+init_plugin_loader([sys.argv[1]])
+template = trust_as_template(open(sys.argv[2]).read())
+for line in sys.stdin:
+    request = json.loads(line)
+    variables = {k: trust_as_template(v) if k in request["templates"] else v for k, v in request["vars"].items()}
+    try:
+        unit = Templar(loader=DataLoader(), variables=variables).template(template, escape_backslashes=False)
+        print(json.dumps({"unit": str(unit)}), flush=True)
+    except Exception as exc:
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+"""
+
+
+class RenderRefusedError(Exception):
+    pass
+
+
+@pytest.fixture(scope="module")
+def render(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    if not (COLLECTIONS / "ansible_collections" / "sparkfleet" / "vllm").exists():
+        pytest.skip("the collection link (.cache/pytest-collections) is made by the suite's conftest")
+    release = tmp_path_factory.mktemp("release")
+    (release / "bin").mkdir()
+    (release / "bin" / "vllm").write_text("#!/bin/sh\n")  # ExecStart must name an executable for verify
+    (release / "bin" / "vllm").chmod(0o755)
+    defaults: dict[str, Any] = {}
+    for role in ("sparkfleet", "vllm_serve"):
+        defaults.update(yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()))
+        defaults.update(yaml.safe_load((ROOT / "roles" / role / "vars" / "main.yml").read_text()) or {})
+    # Role defaults are templates themselves (one refers to another), as Ansible treats them.
+    templates = [key for key, value in defaults.items() if isinstance(value, str)]
+    process = subprocess.Popen(
+        [sys.executable, "-c", RENDERER, str(COLLECTIONS), str(TEMPLATE)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    requests, answers = process.stdin, process.stdout
+    assert requests is not None and answers is not None
+
+    def rendered(plan: dict[str, Any], name: str) -> str:
+        variables = {
+            **defaults,
+            "ansible_managed": "Ansible managed",
+            "sparkfleet_facts": {"platform": "cpu"},
+            "__vllm_serve_this": plan["instances"][name],
+            "__vllm_serve_plan": plan,
+            "__vllm_serve_instance": {"name": name},
+            "__vllm_serve_release": {"path": str(release)},
+        }
+        requests.write(json.dumps({"vars": variables, "templates": templates}) + "\n")
+        requests.flush()
+        answer = json.loads(answers.readline())
+        if "error" in answer:
+            raise RenderRefusedError(answer["error"])
+        return str(answer["unit"])
+
+    yield rendered
+    requests.close()
+    process.wait(timeout=30)
+
+
+def verify(unit: str, directory: Path) -> str:
+    """systemd-analyze verify's complaints about the unit; empty when it has none."""
+    path = directory / "sparkfleet-vllm-fuzz.service"
+    path.write_text(unit)
+    done = subprocess.run([str(ANALYZE), "verify", str(path)], capture_output=True, text=True, check=False)
+    complaints = [line for line in done.stderr.splitlines() if str(path) in line or "sparkfleet-vllm-fuzz" in line]
+    assert done.returncode == 0 or complaints, done.stderr
+    return "\n".join(complaints)
+
+
+def exec_start(unit: str) -> list[str]:
+    line = unit.split("ExecStart=", 1)[1].split("\nRestart=", 1)[0]
+    return systemd_words(line.replace("\\\n", " "))
+
+
+names = st.one_of(st.sampled_from(["tiny", "chat-2"]), st.text(max_size=12))
+served = st.one_of(st.sampled_from(["org/tiny", "tiny:latest", "a.b_c-d"]), texts)
+drafters = st.one_of(st.none(), st.sampled_from(["org/draft", "/models/draft", "../x", "-h", "org/d\n"]), texts)
+
+
+@pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze is not installed")
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(names, served, drafters)
+def test_fuzzed_fields_through_the_planner_render_units_systemd_accepts(
+    render: Any, tmp_path: Path, name: str, served_name: str, drafter: str | None
+) -> None:
+    intent: dict[str, Any] = {"max_context": 1024, "served_name": served_name}
+    if drafter is not None:
+        intent |= {"speculative": "eagle3", "drafter": drafter}
+    item = {"name": name, "model": {"id": "org/tiny", "path": "/m/tiny", "config": CONFIG}, "intent": intent}
+    try:
+        plan = host_plan(FACTS, [item], "vllm_serve_instances").model_dump(mode="json")
+    except PlanError as exc:
+        assert str(exc).startswith("vllm_serve_instances")
+        return
+    unit = render(plan, name)
+    assert verify(unit, tmp_path) == ""
+    assert exec_start(unit)[1:] == plan["instances"][name]["argv"][1:]
+
+
+@pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze is not installed")
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(texts, texts, texts)
+def test_values_that_bypassed_validation_are_still_one_token_or_refused(
+    render: Any, tmp_path: Path, served_name: str, argument: str, env_value: str
+) -> None:
+    item = {
+        "name": "tiny",
+        "model": {"id": "org/tiny", "path": "/m/tiny", "config": CONFIG},
+        "intent": {"max_context": 1024},
+    }
+    plan = host_plan(FACTS, [item], "vllm_serve_instances").model_dump(mode="json")
+    this = plan["instances"]["tiny"]
+    this["served_name"] = served_name
+    this["argv"] = [*this["argv"], "--served-model-name", served_name, "--chat-template", argument]
+    this["env"] = {**this["env"], "SPARKFLEET_FUZZ": env_value}
+    try:
+        unit = render(plan, "tiny")
+    except RenderRefusedError as exc:
+        assert "unit_value: " in str(exc), exc
+        return
+    assert verify(unit, tmp_path) == ""
+    assert exec_start(unit)[1:] == this["argv"][1:]
+    environment = [
+        systemd_words(line[len("Environment=") :], variables=False)
+        for line in unit.split("\n")
+        if line.startswith("Environment=")
+    ]
+    assert ["SPARKFLEET_FUZZ=" + env_value] in environment
