@@ -15,7 +15,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 
 from .errors import from_validation
 from .models import Platform, Strict, known_capabilities
-from .release import GB10_CUDA_SOURCE, Lock, LockRequest, Target, lock_release_id, target_for
+from .release import GB10_CUDA_SOURCE, INDEX_STRATEGY, Lock, LockRequest, Target, lock_release_id, target_for
 
 _VERSION = re.compile(r"^\d+(\.\d+){1,3}([.+-]?[A-Za-z0-9.]+)*$", re.ASCII)
 # A git ref: a branch, tag or commit; no leading '-' (it would be read as an option) and no '..'.
@@ -265,7 +265,7 @@ def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
             source_args += ["--extra-index-url", inputs.flashinfer_index_url]
         source_args += [arg for link in inputs.find_links for arg in ("--find-links", link)]
         if pkgs.index_urls or inputs.flashinfer_index_url:
-            source_args += ["--index-strategy", "unsafe-best-match"]
+            source_args += ["--index-strategy", INDEX_STRATEGY]
 
     steps = [
         Step(

@@ -182,6 +182,12 @@ def fork_requirement_lines(files: Mapping[str, str], entry: str) -> list[str]:
     return out
 
 
+# A package found on an extra index (torch's CPU / CUDA builds, the FlashInfer JIT cache) is taken from
+# that index only: with "unsafe-best-match" any index offering a higher version of the same name won,
+# which lets a name planted on one index replace what root installs from another (dependency confusion).
+INDEX_STRATEGY = "first-index"
+
+
 def compile_argv(request: LockRequest, uv: str, infile: str, excludes_file: str | None, outfile: str) -> list[str]:
     """The uv command that resolves the lock for the target from index metadata (no wheel download)."""
     argv = [
@@ -206,8 +212,7 @@ def compile_argv(request: LockRequest, uv: str, infile: str, excludes_file: str 
     for link in request.find_links:
         argv += ["--find-links", link]
     if request.index_urls or request.flashinfer_jit_cache_index:
-        # torch's CUDA / CPU builds share PyPI's name on their own index; the best version wins.
-        argv += ["--index-strategy", "unsafe-best-match"]
+        argv += ["--index-strategy", INDEX_STRATEGY]
     if excludes_file:
         argv += ["--excludes", excludes_file]
     return argv

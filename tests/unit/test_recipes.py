@@ -60,6 +60,7 @@ def test_gb10_installs_exactly_the_lock_with_hashes_and_links_ptxas() -> None:
 def test_a_jit_cache_index_and_a_wheelhouse_change_where_packages_come_from() -> None:
     jit = gb10_recipe(flashinfer_index_url="https://flashinfer.ai/whl/cu130").steps[1].argv
     assert jit[jit.index("--extra-index-url") + 1] == "https://flashinfer.ai/whl/cu130"
+    assert jit[jit.index("--index-strategy") + 1] == "first-index"  # a name on that index comes from it alone
     offline = gb10_recipe(wheelhouse="/srv/wheelhouse").steps[1].argv
     assert offline[offline.index("--no-index") + 1 :][:2] == ["--find-links", "/srv/wheelhouse"]
     assert "--extra-index-url" not in offline

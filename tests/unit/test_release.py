@@ -129,7 +129,8 @@ def test_the_resolver_is_asked_for_the_spark_not_the_controller() -> None:
     assert argv[argv.index("--python-version") + 1] == "3.12"
     assert "--generate-hashes" in argv and "--index-strategy" not in argv
     extra = REQUEST.model_copy(update={"index_urls": ("https://download.pytorch.org/whl/cu130",)})
-    assert compile_argv(extra, "uv", "in", None, "out")[-2:] == ["--index-strategy", "unsafe-best-match"]
+    # A name on the extra index comes from it alone, never from whichever index offers a higher version.
+    assert compile_argv(extra, "uv", "in", None, "out")[-2:] == ["--index-strategy", "first-index"]
 
 
 def test_targets() -> None:
