@@ -20,6 +20,7 @@ from .doctor import Status, diagnose, render
 from .door import DoorPlan, client_digests, door_plan_from
 from .errors import PlanError, from_validation
 from .hostplan import HostPlan, InstanceRequest, endpoint, plan_host
+from .hub import served_at
 from .modelconfig import profile_from_config
 from .models import HostFacts, Intent, ModelProfile
 from .monitoring import ScrapedHost, dashboard, plan_metrics, queries, rules_document, scrape_targets, thresholds
@@ -78,14 +79,11 @@ def model_profile(model: Any, label: str = "model") -> tuple[ModelProfile, str]:
             raise PlanError(label, "must be a catalog id or a staged model's facts (id, path, config, weight_bytes)")
         path = str(model["path"])
         model_id = str(model.get("id") or path)
-        if model_id in load_catalog():
-            return get_profile(model_id), path
-        if not model.get("present", True) or not isinstance(model.get("config"), dict):
-            raise PlanError(label, f"{model_id}: no config.json at {path}; stage it first")
-        weight_bytes = model.get("weight_bytes", 0)
-        if isinstance(weight_bytes, bool) or not isinstance(weight_bytes, int) or weight_bytes < 0:
-            raise PlanError(f"{label}.weight_bytes", f"{weight_bytes!r} is not a byte count")
-        return profile_from_config(model_id, model["config"], weight_bytes, path), path
+        profile = _profile_of(model, model_id, path, label)
+        # A hub model planned before it is staged is loaded by id: at the commit model_stage pinned and staged.
+        if model.get("commit") and path == model_id:
+            profile = served_at(profile, str(model["commit"]), f"hub {model_id}@{str(model['commit'])[:12]} (pinned)")
+        return profile, path
     except PlanError as exc:
         if exc.variable.startswith(label):
             raise
@@ -93,6 +91,17 @@ def model_profile(model: Any, label: str = "model") -> tuple[ModelProfile, str]:
         raise PlanError(f"{label}{inner}", exc.problem, exc.suggestions) from exc
     except (ValidationError, ValueError, TypeError, KeyError) as exc:
         raise PlanError(label, f"its config.json cannot be planned: {str(exc).splitlines()[0][:300]}") from exc
+
+
+def _profile_of(model: dict[str, Any], model_id: str, path: str, label: str) -> ModelProfile:
+    if model_id in load_catalog():
+        return get_profile(model_id)
+    if not model.get("present", True) or not isinstance(model.get("config"), dict):
+        raise PlanError(label, f"{model_id}: no config.json at {path}; stage it first")
+    weight_bytes = model.get("weight_bytes", 0)
+    if isinstance(weight_bytes, bool) or not isinstance(weight_bytes, int) or weight_bytes < 0:
+        raise PlanError(f"{label}.weight_bytes", f"{weight_bytes!r} is not a byte count")
+    return profile_from_config(model_id, model["config"], weight_bytes, path)
 
 
 def instance_request(item: Any, label: str = "instance") -> InstanceRequest:

@@ -24,13 +24,13 @@ from .modelconfig import profile_from_config
 from .models import ModelProfile, ProfileArg
 
 # ORG/NAME with an optional @REVISION (a branch, tag or commit), as the hub spells repository ids.
-_MODEL_REF = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96})(?:@(?P<revision>[\w./-]{1,255}))?$", re.ASCII)
+MODEL_REF = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96})(?:@(?P<revision>[\w./-]{1,255}))?$", re.ASCII)
 SUMMARY_SCHEMA = 1
 T = TypeVar("T")
 
 
 def parse_model_ref(ref: str) -> tuple[str, str | None]:
-    match = _MODEL_REF.fullmatch(ref)
+    match = MODEL_REF.fullmatch(ref)
     if not match:
         raise PlanError(
             "model",
@@ -223,17 +223,25 @@ def read_hub_model(ref: str, *, weights_known: bool = False) -> HubModel:
     return HubModel(repo_id, revision, commit, config, summary)
 
 
+def served_at(profile: ModelProfile, commit: str, source: str) -> ModelProfile:
+    """The profile served at one commit: vLLM loads exactly that snapshot, offline, whatever a branch says."""
+    if not _COMMIT.fullmatch(commit):
+        raise PlanError("model", f"{commit!r} is not a commit (40 hexadecimal digits)")
+    pinned = ProfileArg(
+        flag="--revision",
+        value=commit,
+        reason="serve the commit whose config and weights were planned and staged, not whatever a branch names later",
+        source=source,
+    )
+    return profile.model_copy(update={"extra_args": (*profile.extra_args, pinned)})
+
+
 def profile_from_hub(model: HubModel) -> ModelProfile:
     """The planner's profile of a hub model, served at the very commit that was planned."""
     profile = profile_from_config(model.repo_id, model.config, model.weights.total, model.source)
-    pinned = ProfileArg(
-        flag="--revision",
-        value=model.commit,
-        reason=f"serve the commit whose config and weights were planned ({model.revision or 'main'} when planned)",
-        source=model.source,
-    )
     sources = dict(profile.sources) | {"weights_gib": f"{model.source} safetensors headers: {model.weights.describe()}"}
-    return profile.model_copy(update={"extra_args": (*profile.extra_args, pinned), "sources": sources})
+    planned = f"{model.source} ({model.revision or 'main'} when planned)"
+    return served_at(profile.model_copy(update={"sources": sources}), model.commit, planned)
 
 
 def describe(ref: str) -> dict[str, Any]:
@@ -254,3 +262,112 @@ def describe(ref: str) -> dict[str, Any]:
         "commit": model.commit,
         "source": model.source,
     }
+
+
+# --------------------------------------------------------------------------- pins
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+PIN_SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class HubPin:
+    """The commit a hub revision is served at: resolved once, kept on the controller, moved only when asked."""
+
+    repo_id: str
+    revision: str
+    commit: str
+    pinned_at: str
+    # The revision's head now; None when the hub could not be asked (the pin still holds).
+    current: str | None
+
+    @property
+    def moved(self) -> bool:
+        return self.current is not None and self.current != self.commit
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.repo_id,
+            "revision": self.revision,
+            "commit": self.commit,
+            "pinned_at": self.pinned_at,
+            "current": self.current,
+            "moved": self.moved,
+        }
+
+
+def branch_head(repo_id: str, revision: str, endpoint: str | None = None, token: str | None = None) -> str:
+    """The commit a branch or tag names on the hub now (one HEAD request for config.json)."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.errors import HfHubHTTPError
+
+    failures: tuple[type[Exception], ...] = (HfHubHTTPError, OSError, ValueError, *_transport_errors())
+    try:
+        url = hf_hub_url(repo_id, "config.json", revision=revision, endpoint=endpoint)
+        metadata = get_hf_file_metadata(url, token=token or None)
+    except failures as exc:
+        raise _hub_error(exc, repo_id, revision) from exc
+    if not metadata.commit_hash or not _COMMIT.fullmatch(metadata.commit_hash):
+        raise PlanError("model", f"{repo_id}@{revision}: the hub named no commit for it")
+    return metadata.commit_hash
+
+
+def _pin_path(pins_dir: Path, repo_id: str, revision: str) -> Path:
+    return pins_dir / f"{repo_id.replace('/', '--')}@{revision.replace('/', '--')}.json"
+
+
+def pin_revision(
+    repo_id: str,
+    revision: str | None,
+    pins_dir: Path,
+    now: str,
+    *,
+    repin: bool = False,
+    endpoint: str | None = None,
+    token: str | None = None,
+) -> HubPin:
+    """The commit to stage and serve for ORG/NAME@REVISION.
+
+    A commit pins itself. A branch or tag is resolved once and the commit kept in `pins_dir`; later runs
+    stage and serve that commit, and report when the branch has moved on; `repin` takes the branch's
+    head again. A hub that cannot be reached leaves an existing pin in force.
+    """
+    parse_model_ref(f"{repo_id}@{revision}" if revision else repo_id)
+    rev = revision or "main"
+    if _COMMIT.fullmatch(rev):
+        return HubPin(repo_id, rev, rev, "", rev)
+    path = _pin_path(pins_dir, repo_id, rev)
+    kept = _load_pin(path, repo_id, rev)
+    try:
+        current: str | None = branch_head(repo_id, rev, endpoint, token)
+    except PlanError:
+        if kept is None or repin:
+            raise
+        current = None
+    if kept is not None and not repin:
+        return HubPin(repo_id, rev, kept[0], kept[1], current)
+    assert current is not None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = json.dumps({"schema": PIN_SCHEMA, "id": repo_id, "revision": rev, "commit": current, "pinned_at": now})
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
+        handle.write(body + "\n")
+    os.replace(handle.name, path)
+    return HubPin(repo_id, rev, current, now, current)
+
+
+def _load_pin(path: Path, repo_id: str, revision: str) -> tuple[str, str] | None:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise PlanError("model_stage_pin_dir", f"{path} is not a readable pin: {exc}") from exc
+    if (
+        not isinstance(data, dict)
+        or data.get("schema") != PIN_SCHEMA
+        or data.get("id") != repo_id
+        or data.get("revision") != revision
+        or not _COMMIT.fullmatch(str(data.get("commit", "")))
+    ):
+        raise PlanError("model_stage_pin_dir", f"{path} is not a pin of {repo_id}@{revision}; remove it to pin again")
+    return str(data["commit"]), str(data.get("pinned_at", ""))
