@@ -13,6 +13,7 @@ sandbox for real.
 from __future__ import annotations
 
 import itertools
+import json
 
 from .models import AnswerCheck, KnownAnswer, ModelProfile
 from .sources import SEED_GUIDE, SEED_SM121
@@ -43,8 +44,18 @@ def serves_pooling(argv: list[str]) -> bool:
     return any(flag == "--runner" and value == "pooling" for flag, value in itertools.pairwise(argv))
 
 
-def answer_check(profile: ModelProfile, served_name: str, argv: list[str], own: KnownAnswer | None = None) -> AnswerCheck:
-    """The request an instance is ready by, what its reply must contain, and why."""
+def answer_check(
+    profile: ModelProfile,
+    served_name: str,
+    argv: list[str],
+    own: KnownAnswer | None = None,
+    template_kwargs: dict[str, bool | int | float | str] | None = None,
+) -> AnswerCheck:
+    """The request an instance is ready by, what its reply must contain, and why.
+
+    It carries the chat template settings clients are told to send, so the check (and the warm-up it
+    is) takes the same template path, and JIT-compiled shapes, as a user's first request.
+    """
     if serves_pooling(argv):
         return AnswerCheck(
             path="/v1/embeddings",
@@ -53,7 +64,10 @@ def answer_check(profile: ModelProfile, served_name: str, argv: list[str], own: 
             reason="a pooling model has no chat endpoint: one embedding, every value finite and not all zero",
         )
     known = own or KNOWN_ANSWERS[0]
-    reasoning = profile.reasoning_parser is not None or profile.reasoning_parser_plugin is not None
+    kwargs = dict(template_kwargs or {})
+    parsed = profile.reasoning_parser is not None or profile.reasoning_parser_plugin is not None
+    # A reasoning model told not to think answers at once; one that thinks gets room to reach the answer.
+    reasoning = parsed and kwargs.get("enable_thinking") is not False
     body: dict[str, object] = {
         "model": served_name,
         "messages": [{"role": "user", "content": known.question}],
@@ -61,9 +75,13 @@ def answer_check(profile: ModelProfile, served_name: str, argv: list[str], own: 
         "temperature": 0,
         "logprobs": True,
     }
+    if kwargs:
+        body["chat_template_kwargs"] = kwargs
     whose = "the intent's own question" if own else "the default question for an instruct model"
     expect = f"the answer must contain {known.answer!r}" if known.answer else "no expected answer (base model)"
     room = f", {REASONING_ANSWER_TOKENS} tokens to think (judged over reasoning and content)" if reasoning else ""
+    if kwargs:
+        room += f", chat_template_kwargs {json.dumps(kwargs, sort_keys=True)} as clients send them"
     return AnswerCheck(
         body=body,
         expect=known.answer,

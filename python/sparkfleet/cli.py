@@ -7,11 +7,14 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import psutil
 import yaml
 from pydantic import ValidationError
 
+from .bench import check_summary, compare
 from .catalog import get_profile, load_catalog
 from .errors import PlanError
 from .hub import profile_from_hub, read_hub_model
@@ -130,7 +133,20 @@ def _intent(args: argparse.Namespace, drafter: str | None) -> Intent:
         gpu_memory_utilization=args.gpu_memory_utilization,
         max_num_batched_tokens=args.max_num_batched_tokens,
         host_reserve_gib=args.host_reserve_gib,
+        chat_template_kwargs=_template_kwargs(args.chat_template_kwargs),
     )
+
+
+def _template_kwargs(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PlanError("--chat-template-kwargs", f"{text!r} is not JSON: {exc.msg}") from exc
+    if not isinstance(value, dict):
+        raise PlanError("--chat-template-kwargs", 'a JSON object such as {"enable_thinking": false}')
+    return value
 
 
 def _add_plan_args(p: argparse.ArgumentParser, model_optional: bool = False) -> None:
@@ -181,6 +197,12 @@ def _add_plan_args(p: argparse.ArgumentParser, model_optional: bool = False) -> 
         "--trust-remote-code",
         action="store_true",
         help="run the Python code the model (or drafter) repository ships (its config.json auto_map); read it first",
+    )
+    p.add_argument(
+        "--chat-template-kwargs",
+        metavar="JSON",
+        help="the chat template settings every request gets, e.g. '{\"enable_thinking\": false}' (server default and the "
+        "readiness check)",
     )
     p.add_argument("--gpu-memory-utilization", type=float, help="predict what vLLM does at this utilization")
     p.add_argument("--max-num-batched-tokens", type=int)
@@ -345,6 +367,18 @@ def _explain_journal(path: str, argv: list[str]) -> int:
     return 1 if any(f.status is Status.RED for f in findings) else 0
 
 
+def _read_summary(path: str, name: str) -> dict[str, Any]:
+    candidate = Path(path) / "summary.json" if Path(path).is_dir() else Path(path)
+    try:
+        return check_summary(json.loads(candidate.read_text(encoding="utf-8")), name)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PlanError(name, f"{candidate} cannot be read as JSON: {exc}") from exc
+
+
+def _bench_compare(a: str, b: str) -> str:
+    return compare(_read_summary(a, "A"), _read_summary(b, "B"), (a, b))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sparkfleet", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -367,12 +401,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     mon.add_argument("--alerts", default="{}", help="alert thresholds as JSON (the role's monitoring_alerts)")
     rel = sub.add_parser("release", help="releases: resolve and lock a vLLM release for a target")
     _add_release_args(rel.add_subparsers(dest="release_command", required=True).add_parser("lock", help=__doc__))
+    bench = sub.add_parser("bench", help="benchmark results: compare two summaries side by side")
+    compare_parser = bench.add_subparsers(dest="bench_command", required=True).add_parser(
+        "compare", help="what differs between two runs' setups, and each shared point's median and spread"
+    )
+    compare_parser.add_argument("a", metavar="A", help="a summary.json the benchmark playbook wrote, or its directory")
+    compare_parser.add_argument("b", metavar="B", help="another one")
     args = parser.parse_args(argv)
     if getattr(args, "model", "") is None and not getattr(args, "journal", None):
         parser.error("explain needs a model, or --journal FILE, or both")
     try:
         if args.command == "release":
             print(_release_lock(args), end="")
+            return 0
+        if args.command == "bench":
+            print(_bench_compare(args.a, args.b), end="")
             return 0
         if args.command == "catalog":
             print(_catalog(args.json))

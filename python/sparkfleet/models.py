@@ -141,6 +141,28 @@ class ProfileArg(Strict):
     source: str
 
 
+# One line of printable text: it travels in a JSON request body, never to a shell or a unit file.
+_ONE_LINE = re.compile(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+# Keyword arguments for the model's chat template (chat_template_kwargs), such as enable_thinking: names
+# the template reads, one-line scalar values; they reach a JSON argv word and every request's body.
+_TEMPLATE_KWARG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_NOT_TEMPLATE_KWARGS = frozenset({"chat_template", "tokenize"})
+TemplateKwargs = Annotated[dict[str, bool | int | float | str], Field(max_length=16)]
+
+
+def check_template_kwargs(value: dict[str, object] | None) -> dict[str, object] | None:
+    for name, item in (value or {}).items():
+        if not _TEMPLATE_KWARG.fullmatch(name):
+            raise ValueError(f"chat_template_kwargs: {name!r} is not a template variable name (letters, digits, _)")
+        if name in _NOT_TEMPLATE_KWARGS:
+            # vLLM answers every request that carries one of these with an error (renderers/hf.py, 0.32).
+            raise ValueError(f"chat_template_kwargs: {name!r} is not a template setting: vLLM refuses it in every request")
+        if isinstance(item, str) and (len(item) > 256 or (item and not _ONE_LINE.fullmatch(item))):
+            raise ValueError(f"chat_template_kwargs.{name}: one line of printable text, at most 256 characters")
+    return value
+
+
 class ModelProfile(Strict):
     id: str
     description: str = ""
@@ -164,6 +186,14 @@ class ModelProfile(Strict):
     moe: bool = False
     multimodal: bool = False
     reasoning_parser: str | None = None
+    # What the model card tells clients to send (e.g. a model that must think to answer well); intent overrides.
+    chat_template_kwargs: TemplateKwargs = Field(default_factory=dict)
+
+    @field_validator("chat_template_kwargs")
+    @classmethod
+    def _profile_template_kwargs(cls, value: dict[str, object]) -> dict[str, object]:
+        return check_template_kwargs(value) or {}
+
     reasoning_parser_plugin: str | None = None
     tool_call_parser: str | None = None
     trust_remote_code: bool = False
@@ -275,10 +305,6 @@ class SpeculativeMethod(str, Enum):
         return self in {SpeculativeMethod.EAGLE3, SpeculativeMethod.DRAFT_MODEL}
 
 
-# One line of printable text: it travels in a JSON request body, never to a shell or a unit file.
-_ONE_LINE = re.compile(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]+")
-
-
 class KnownAnswer(Strict):
     """A question whose answer a correct server gives; answer None for a base model (detectors only)."""
 
@@ -333,6 +359,8 @@ class Intent(Strict):
     max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = None
     # The question this instance is ready by, when the default (sparkfleet.answers) does not fit it.
     answer_check: KnownAnswer | None = None
+    # Server-wide chat template settings (e.g. {enable_thinking: false}), over the profile's own.
+    chat_template_kwargs: TemplateKwargs | None = None
     host_reserve_gib: Annotated[float, Field(ge=0)] | None = None
 
     @field_validator("drafter")
@@ -347,6 +375,11 @@ class Intent(Strict):
                 "no '..'), nothing else"
             )
         return value
+
+    @field_validator("chat_template_kwargs")
+    @classmethod
+    def _template_kwargs(cls, value: dict[str, object] | None) -> dict[str, object] | None:
+        return check_template_kwargs(value)
 
     @field_validator("served_name")
     @classmethod

@@ -632,7 +632,9 @@ def plan(
         ),
         required_available_bytes=required,
         systemd=SystemdLimits(memory_max=f"{math.ceil(memory_max)}G"),
-        answer_check=answer_check(profile, settings.served_name, argv, intent.answer_check),
+        answer_check=answer_check(
+            profile, settings.served_name, argv, intent.answer_check, rules.template_kwargs(profile, intent)
+        ),
         warnings=_warnings(host, profile, intent, r, required)
         + [w for w in (_scheduler_warning(r, lambda n: _non_kv(host, profile, intent, r, n).activation, headroom),) if w],
         reasons=reasons,

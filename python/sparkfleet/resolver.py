@@ -254,5 +254,48 @@ def lock_for(
     return cached_lock(request, cache_dir, relock, naming)[0]
 
 
+_UV_VERSION = re.compile(r"\d+\.\d+\.\d+")
+_HASH_LINE = re.compile(r"--hash=sha256:[0-9a-f]{64}")
+
+
+def uv_requirement(version: str, cache_dir: Path | None = DEFAULT_CACHE, uv: str | None = None) -> str:
+    """`uv==VERSION` with the sha256 of every file the index has for it, for pip's --require-hashes.
+
+    Root installs uv on every host before anything else and then builds releases with it: the hashes
+    come from the index once, on the controller, and are kept with the locks so later runs and other
+    hosts install exactly those files.
+    """
+    if not _UV_VERSION.fullmatch(version):
+        raise PlanError("vllm_install_uv_version", f"{version!r} is not a uv release such as 0.13.9")
+    path = cache_dir / f"uv-{version}.requirements.txt" if cache_dir else None
+    if path is not None and path.exists():
+        return _checked_uv_requirement(path.read_text(encoding="utf-8"), version)
+    with tempfile.TemporaryDirectory(prefix="sparkfleet-uv-") as tmp:
+        infile, outfile = Path(tmp, "uv.in"), Path(tmp, "uv.txt")
+        infile.write_text(f"uv=={version}\n", encoding="utf-8")
+        argv = [uv or uv_binary(), "pip", "compile", str(infile), "--no-deps", "--generate-hashes", "--no-header"]
+        done = _run([*argv, "--quiet", "--output-file", str(outfile)])
+        if done.returncode != 0:
+            reason = done.stderr.strip().splitlines()[-1:] or ["no output"]
+            raise PlanError("vllm_install_uv_version", f"uv {version} does not resolve on the index: {reason[0].strip()}")
+        text = _checked_uv_requirement(outfile.read_text(encoding="utf-8"), version)
+    if path is not None:
+        with _locked(path):
+            tmp_path = path.with_suffix(".tmp")
+            tmp_path.write_text(text, encoding="utf-8")
+            tmp_path.replace(path)
+    return text
+
+
+def _checked_uv_requirement(text: str, version: str) -> str:
+    lines = [line.strip().rstrip("\\").strip() for line in text.splitlines()]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    hashes = [line for line in lines[1:] if _HASH_LINE.fullmatch(line)]
+    if not lines or lines[0] != f"uv=={version}" or not hashes or len(hashes) != len(lines) - 1:
+        problem = f"the hash-pinned requirement for uv {version} is not one: {text[:200]!r}"
+        raise PlanError("vllm_install_uv_version", problem)
+    return f"uv=={version} \\\n" + " \\\n".join(f"    {line}" for line in hashes) + "\n"
+
+
 def lock_json(lock: Lock) -> str:
     return json.dumps(lock.model_dump(mode="json"), indent=2) + "\n"

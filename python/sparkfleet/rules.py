@@ -344,6 +344,26 @@ def parsers(s: Settings) -> list[Entry]:
     return out
 
 
+def template_kwargs(profile: ModelProfile, intent: Intent) -> dict[str, bool | int | float | str]:
+    """The chat template settings every request gets: the profile's, then the intent's over them."""
+    return {**profile.chat_template_kwargs, **(intent.chat_template_kwargs or {})}
+
+
+def chat_template_defaults(s: Settings) -> list[Entry]:
+    kwargs = template_kwargs(s.profile, s.intent)
+    if not kwargs or not has_flag(s.version, "--default-chat-template-kwargs"):
+        return []
+    return [
+        arg(
+            "--default-chat-template-kwargs",
+            json.dumps(kwargs, sort_keys=True, separators=(",", ":")),
+            reason="every client that sends no chat_template_kwargs gets what the readiness check was judged with "
+            "(a request's own still wins)",
+            source=f"{SEED_GUIDE} §7.2.2 (server-wide --default-chat-template-kwargs); intent.chat_template_kwargs",
+        )
+    ]
+
+
 def _drafter_config(drafter: str) -> dict[str, object]:
     """A hub id's @REVISION becomes the speculative config's own revision field; a directory is loaded as is."""
     if drafter.startswith(("/", ".", "~")) or "@" not in drafter:
@@ -491,6 +511,7 @@ RULES: tuple[Rule, ...] = (
     graphs,
     caching,
     parsers,
+    chat_template_defaults,
     speculative,
     long_context,
     platform_env,

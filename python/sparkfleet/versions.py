@@ -71,6 +71,7 @@ FLAGS: dict[str, FlagHistory] = {
         FlagHistory("--linear-backend", "0.22.0"),
         FlagHistory("--fail-on-environ-validation", "0.17.0"),
         FlagHistory("--device-memory-utilization", "0.31.0"),
+        FlagHistory("--default-chat-template-kwargs", "0.14.0", note="vllm-project/vllm#31343, merged 2025-12"),
     )
 }
 

@@ -8,6 +8,7 @@ compared with vLLM's own Requires-Dist read from its wheel (wheel_metadata.py).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from datetime import UTC, datetime, timedelta
@@ -22,7 +23,7 @@ from sparkfleet.errors import PlanError
 from sparkfleet.models import Platform
 from sparkfleet.recipes import inputs_from
 from sparkfleet.release import LockRequest, parse_lock, target_for
-from sparkfleet.resolver import compile_lock, download_wheelhouse, lock_for
+from sparkfleet.resolver import compile_lock, download_wheelhouse, lock_for, uv_requirement
 
 # The oldest vLLM whose PyPI release resolves to a CUDA 13 torch on aarch64, and the default.
 GB10_FROM_PYPI = ["0.20.0", "0.32.0"]
@@ -145,3 +146,10 @@ def test_the_cli_refuses_a_pin_that_cannot_resolve_with_the_reason_and_no_traceb
     err = capsys.readouterr().err
     assert err.startswith("sparkfleet: --torch-version: no release resolves:")
     assert "vllm==0.32.0 depends on torch==2.13.0" in err and "Traceback" not in err
+
+
+def test_uv_for_the_hosts_is_pinned_by_the_hash_of_every_file_the_index_has() -> None:
+    text = uv_requirement("0.13.9", None)
+    hashes = re.findall(r"--hash=sha256:([0-9a-f]{64})", text)
+    # uv 0.13.9 ships wheels for aarch64 and x86-64 manylinux and musllinux among others, and an sdist.
+    assert text.startswith("uv==0.13.9 \\\n") and len(hashes) >= 10 and len(set(hashes)) == len(hashes)

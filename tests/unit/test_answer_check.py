@@ -56,6 +56,36 @@ def test_the_plan_carries_the_check_and_the_intent_can_give_its_own() -> None:
     assert check.expect is None and "base model" in check.reason
 
 
+def test_template_kwargs_reach_the_server_default_and_the_check_as_clients_send_them() -> None:
+    profile = get_profile(QWEN)  # a reasoning model: thinks by default (seed 002 §7.1.1)
+    quiet = Intent(max_context=8192, concurrency=1, trust_remote_code=True, chat_template_kwargs={"enable_thinking": False})
+    planned = plan(spark(), profile, quiet)
+    flag = planned.argv.index("--default-chat-template-kwargs")
+    assert json.loads(planned.argv[flag + 1]) == {"enable_thinking": False} and " " not in planned.argv[flag + 1]
+    assert planned.answer_check.body["chat_template_kwargs"] == {"enable_thinking": False}
+    # Told not to think, it needs no room to think; the default plan carries neither flag nor kwargs.
+    assert planned.answer_check.body["max_tokens"] == 16
+    default = plan(spark(), profile, Intent(max_context=8192, concurrency=1, trust_remote_code=True))
+    assert "--default-chat-template-kwargs" not in default.argv
+    assert "chat_template_kwargs" not in default.answer_check.body
+    assert default.answer_check.body["max_tokens"] == REASONING_ANSWER_TOKENS
+    # The profile's own settings, with the intent's over them.
+    card = profile.model_copy(update={"chat_template_kwargs": {"enable_thinking": True, "preserve_thinking": True}})
+    merged = plan(spark(), card, quiet)
+    assert merged.answer_check.body["chat_template_kwargs"] == {"enable_thinking": False, "preserve_thinking": True}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "problem"),
+    [({"enable thinking": True}, "not a template variable name"), ({"x": "two\nlines"}, "one line"),
+     ({"x": "y" * 257}, "one line"), ({"tokenize": True}, "vLLM refuses it"), ({f"k{i}": 1 for i in range(17)}, "at most 16"), ({"x": [1]}, "valid")],
+)  # fmt: skip
+def test_template_kwargs_that_cannot_be_one_json_word_are_refused(kwargs: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ValueError, match="chat_template_kwargs") as err:
+        Intent(chat_template_kwargs=kwargs)
+    assert problem in str(err.value)
+
+
 def test_a_pooling_model_is_checked_by_an_embedding() -> None:
     argv = ["vllm", "serve", "m", "--runner", "pooling"]
     assert serves_pooling(argv) and not serves_pooling(["vllm", "serve", "m", "--runner", "generate"])

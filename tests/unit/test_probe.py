@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import urllib.error
 from pathlib import Path
 from types import SimpleNamespace
@@ -154,3 +155,14 @@ def test_unit_state_reads_a_queued_job(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, text in shown.items():
         monkeypatch.setattr(probe.subprocess, "run", lambda argv, text_=text, **_: SimpleNamespace(stdout=text_))
         assert probe.unit_state("u.service") == ("failed", 0.0, name == "queued")
+
+
+def test_bench_hands_the_key_from_the_units_environment_to_vllm_bench_and_nowhere_else() -> None:
+    """In the benchmark's transient unit systemd has read the env file: the key arrives in VLLM_API_KEY."""
+    script = ROOT / "roles" / "vllm_serve" / "files" / "sparkfleet_probe.py"
+    env = {"PATH": "/usr/bin:/bin", "VLLM_API_KEY": "bench-key-not-a-secret"}
+    done = subprocess.run(
+        [sys.executable, str(script), "bench", "--", "/usr/bin/env"], capture_output=True, text=True, env=env, check=True
+    )
+    assert "OPENAI_API_KEY=bench-key-not-a-secret" in done.stdout.splitlines()
+    assert "VLLM_API_KEY" not in done.stdout

@@ -39,6 +39,8 @@ INTENTS = {
         max_context=16384,
         concurrency=2,
     ),
+    # Server-wide template settings: vLLM's parser reads the JSON word the unit carries.
+    "template-kwargs": Intent(trust_remote_code=True, chat_template_kwargs={"enable_thinking": False}, max_context=8192),
     "draft-model": Intent(
         trust_remote_code=True,
         speculative="draft_model",
@@ -85,6 +87,8 @@ def check(argv: list[str]) -> None:
     AsyncEngineArgs.from_cli_args(args)
     if args.speculative_config:
         check_speculative_config(args.speculative_config)
+    if "--default-chat-template-kwargs" in argv and not isinstance(args.default_chat_template_kwargs, dict):
+        raise ParseError(f"--default-chat-template-kwargs: parsed as {args.default_chat_template_kwargs!r}, not a mapping")
     # Parser names are resolved at server start, not by the CLI: ask vLLM's own registries.
     if args.tool_call_parser:
         ToolParserManager.get_tool_parser(args.tool_call_parser)

@@ -6,7 +6,8 @@ ready     wait until /health answers AND the plan's known-answer check passes: a
           wrong is not ready); stop early when the unit fails or answers wrong; print one JSON line
           with the timings since the unit's last start.
 bench     run `vllm bench serve` (the arguments after --) with the instance's API key in
-          OPENAI_API_KEY, read from its environment file, so the key never appears on a command line.
+          OPENAI_API_KEY, read from its environment file (--env-file) or, in the benchmark's transient
+          unit whose EnvironmentFile systemd read, from VLLM_API_KEY: never from a command line.
 watchdog  one check for the instance's watchdog timer: the known-answer check with a deadline. It stands
           down while the instance has not been ready since its last start (still loading), counts
           consecutive failures in a state file, and restarts the unit after N of them, saying why.
@@ -249,7 +250,7 @@ def main():
     parser.add_argument("--unit")
     parser.add_argument("--url", help="base URL, e.g. http://127.0.0.1:8000")
     parser.add_argument("--plan", help="the instance's plan.json (holds the warm-up request)")
-    parser.add_argument("--env-file", required=True)
+    parser.add_argument("--env-file", help="the instance's env file (VLLM_API_KEY); bench reads the environment without it")
     parser.add_argument("--timeout", type=float, default=1200, help="ready: seconds to wait")
     parser.add_argument("--state", help="watchdog: state file")
     parser.add_argument("--deadline", type=float, default=30, help="watchdog: seconds one inference may take")
@@ -261,11 +262,14 @@ def main():
     if args.mode == "bench":
         if not command:
             parser.error("bench needs the vllm bench serve command after --")
-        key = api_key(args.env_file)
-        env = dict(os.environ, OPENAI_API_KEY=key) if key else dict(os.environ)
+        # In the benchmark's transient unit systemd has read the env file: the key is in VLLM_API_KEY.
+        env = dict(os.environ)
+        key = api_key(args.env_file) if args.env_file else env.pop("VLLM_API_KEY", None)
+        if key:
+            env["OPENAI_API_KEY"] = key
         os.execvpe(command[0], command, env)
-    if not (args.unit and args.url and args.plan):
-        parser.error(f"{args.mode} needs --unit, --url and --plan")
+    if not (args.unit and args.url and args.plan and args.env_file):
+        parser.error(f"{args.mode} needs --unit, --url, --plan and --env-file")
     with open(args.plan, encoding="utf-8") as handle:
         check = json.load(handle)["answer_check"]
     key = api_key(args.env_file)

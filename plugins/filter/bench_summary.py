@@ -1,0 +1,86 @@
+# -*- coding: utf-8 -*-
+# Copyright: sparkfleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: bench_summary
+short_description: The comparable summary of one instance's benchmark runs
+version_added: 0.2.0
+author: sparkfleet contributors (@sparkfleet)
+description:
+  - From the C(vllm bench serve) results of every run at every concurrency, returns what the numbers were
+    measured under (release id and key package versions, argv and its hash, the environment's hash, context,
+    sequences, graph sizes, and the backends vLLM logged it selected) and, per concurrency, each metric's
+    median, minimum, maximum and spread over the runs.
+  - C(sparkfleet bench compare A B) prints two such summaries side by side.
+positional: plan, release, journal, input_len, output_len
+options:
+  _input:
+    description:
+      - The registered results of the loop that read each run's JSON, each with C(item) (concurrency, run) and
+        C(stdout) (vLLM's result).
+    type: list
+    elements: dict
+    required: true
+  plan:
+    description: The instance's applied plan (its C(.plan.json)).
+    type: dict
+    required: true
+  release:
+    description: The release the instance runs (C(sparkfleet_facts.release)), with C(id), C(vllm_version), C(lock_packages).
+    type: dict
+    required: true
+  journal:
+    description: What vLLM logged at the instance's last start (the doctor's journal lines).
+    type: str
+    required: true
+  input_len:
+    description: Input tokens per request.
+    type: int
+    required: true
+  output_len:
+    description: Output tokens per request.
+    type: int
+    required: true
+requirements:
+  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+"""
+
+EXAMPLES = r"""
+- name: Summarise the runs
+  ansible.builtin.set_fact:
+    __summary: "{{ __read.results | sparkfleet.vllm.bench_summary(plan, sparkfleet_facts.release, journal, 1024, 128) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: C(schema), C(record), C(input_len), C(output_len) and C(levels) (concurrency, runs, completed, failed, metrics).
+  type: dict
+"""
+
+import json
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+
+
+def bench_summary(read, plan, release, journal, input_len, output_len):  # noqa: PLR0917 - Jinja passes them in order
+    plain = load("sparkfleet.adapters").plain
+    try:
+        runs = {}
+        for entry in plain(read):
+            concurrency = int(entry["item"][0])
+            runs.setdefault(concurrency, []).append(json.loads(entry["stdout"]))
+        return load("sparkfleet.bench").summary(
+            plain(plan), plain(release or {}), str(journal or ""), runs,
+            input_len=int(input_len), output_len=int(output_len),
+        )  # fmt: skip
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise AnsibleFilterError(f"bench_summary: {exc}") from exc
+
+
+class FilterModule:
+    def filters(self):
+        return {"bench_summary": bench_summary}

