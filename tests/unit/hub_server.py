@@ -1,6 +1,7 @@
 """A local stand-in for the Hugging Face Hub's file endpoint, for HF_ENDPOINT in tests.
 
-It answers `/{org}/{name}/resolve/{revision}/{file}` (HEAD and GET, with Range) the way the hub does for
+It answers `/{org}/{name}/resolve/{revision}/{file}` (HEAD and GET, with Range), and the file tree and
+repository info `hf download` lists first (`/api/models/{org}/{name}/tree|revision/{revision}`), the way the hub does for
 huggingface_hub: X-Repo-Commit, ETag and Content-Length on success, and the X-Error-Code refusals it maps to
 RepositoryNotFoundError, GatedRepoError, RevisionNotFoundError and EntryNotFoundError. Safetensors files are
 virtual: a real header (real tensor names, dtypes and shapes) followed by data that exists only as a length,
@@ -80,6 +81,9 @@ def _handler(hub: Hub) -> type[BaseHTTPRequestHandler]:
         def _answer(self, body: bool) -> None:
             hub.requests.append(f"{self.command} {self.path}")
             parts = self.path.split("?")[0].split("/")
+            if len(parts) >= 7 and parts[1:3] == ["api", "models"] and parts[5] in ("tree", "revision"):
+                self._api(f"{parts[3]}/{parts[4]}", parts[5], unquote(parts[6]), body)
+                return
             if len(parts) < 6 or parts[3] != "resolve":
                 self._refuse(404, "RepoNotFound")
                 return
@@ -100,6 +104,34 @@ def _handler(hub: Hub) -> type[BaseHTTPRequestHandler]:
                 self._refuse(404, "EntryNotFound")
                 return
             self._send(content, commit, body)
+
+        def _api(self, repo_id: str, kind: str, revision: str, body: bool) -> None:
+            """The two listing calls `hf download` makes: the file tree and the repository's info at a revision."""
+            repo = hub.repos.get(repo_id)
+            if repo is None:
+                self._refuse(401, "RepoNotFound")
+                return
+            if repo.gated_token and self.headers.get("authorization") != f"Bearer {repo.gated_token}":
+                self._refuse(401, "GatedRepo")
+                return
+            commit = repo.revisions.get(revision) or (revision if revision in repo.revisions.values() else None)
+            if commit is None:
+                self._refuse(404, "RevisionNotFound")
+                return
+            if kind == "tree":
+                answer: object = [
+                    {"type": "file", "path": name, "size": len(content), "oid": hashlib.sha1(name.encode()).hexdigest()}
+                    for name, content in sorted(repo.files.items())
+                ]
+            else:
+                answer = {"id": repo_id, "sha": commit, "siblings": [{"rfilename": name} for name in sorted(repo.files)]}
+            data = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if body:
+                self.wfile.write(data)
 
         def _send(self, content: bytes | VirtualSafetensors, commit: str, body: bool) -> None:
             length = len(content)

@@ -115,3 +115,32 @@ def test_references_carry_the_pinned_commit_and_directories_stay_as_they_are() -
     assert pinned_refs(entries, pins) == [
         {"id": REPO, "revision": OLD}, {"id": "local/dir"}, {"id": "other/model"}, {"id": "o/r", "revision": "v2"},
     ]  # fmt: skip
+
+
+def test_the_download_model_stage_runs_stages_exactly_the_pinned_commit_with_the_token_from_a_file(tmp_path: Path) -> None:
+    """hub.yml's command, run for real: `hf download ID --revision COMMIT`, the token only in HF_TOKEN_PATH."""
+    from spark_facts import resolve_model
+
+    hf = Path(sys.executable).parent / "hf"
+    if not hf.exists():
+        pytest.skip("the hf CLI of huggingface_hub is not installed next to this Python")
+    token = "hf_sparkfleetPinnedDownload0123456789"
+    files = {"config.json": b'{"model_type": "llama"}', "model.safetensors": b"\0" * 64}
+    with HubServer(Hub({REPO: Repo(files=files, revisions={"main": NEW}, gated_token=token)})) as server:
+        token_file = tmp_path / "token"
+        token_file.write_text(token)
+        token_file.chmod(0o600)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+        env |= {"HF_ENDPOINT": server.endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_DISABLE_TELEMETRY": "1"}
+        argv = [str(hf), "download", REPO, "--revision", NEW]
+        refused = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert refused.returncode != 0  # gated: no token, no files
+        with_token = env | {"HF_TOKEN_PATH": str(token_file)}
+        done = subprocess.run(argv, env=with_token, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        assert token not in done.stdout + done.stderr
+    pinned = resolve_model({"id": REPO, "revision": NEW}, str(tmp_path / "hf"), None)
+    assert pinned["complete"] and pinned["path"].endswith(f"/snapshots/{NEW}")
+    # A download by commit writes no branch ref: looked up by id alone (main) the model is not there, which is
+    # why every reader asks for the pinned commit (pinned_refs).
+    assert not resolve_model({"id": REPO}, str(tmp_path / "hf"), None)["complete"]
