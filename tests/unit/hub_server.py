@@ -88,36 +88,37 @@ def _handler(hub: Hub) -> type[BaseHTTPRequestHandler]:
                 self._refuse(404, "RepoNotFound")
                 return
             repo_id, revision, filename = f"{parts[1]}/{parts[2]}", unquote(parts[4]), "/".join(parts[5:])
-            repo = hub.repos.get(repo_id)
-            if repo is None:
-                self._refuse(401, "RepoNotFound")
+            found = self._repo_at(repo_id, revision)
+            if found is None:
                 return
-            if repo.gated_token and self.headers.get("authorization") != f"Bearer {repo.gated_token}":
-                self._refuse(401, "GatedRepo")
-                return
-            commit = repo.revisions.get(revision) or (revision if revision in repo.revisions.values() else None)
-            if commit is None:
-                self._refuse(404, "RevisionNotFound")
-                return
+            repo, commit = found
             content = repo.files.get(filename)
             if content is None:
                 self._refuse(404, "EntryNotFound")
                 return
             self._send(content, commit, body)
 
-        def _api(self, repo_id: str, kind: str, revision: str, body: bool) -> None:
-            """The two listing calls `hf download` makes: the file tree and the repository's info at a revision."""
+        def _repo_at(self, repo_id: str, revision: str) -> tuple[Repo, str] | None:
+            """The repository and the commit a revision names, or None once the hub's refusal is sent."""
             repo = hub.repos.get(repo_id)
             if repo is None:
                 self._refuse(401, "RepoNotFound")
-                return
+                return None
             if repo.gated_token and self.headers.get("authorization") != f"Bearer {repo.gated_token}":
                 self._refuse(401, "GatedRepo")
-                return
+                return None
             commit = repo.revisions.get(revision) or (revision if revision in repo.revisions.values() else None)
             if commit is None:
                 self._refuse(404, "RevisionNotFound")
+                return None
+            return repo, commit
+
+        def _api(self, repo_id: str, kind: str, revision: str, body: bool) -> None:
+            """The two listing calls `hf download` makes: the file tree and the repository's info at a revision."""
+            found = self._repo_at(repo_id, revision)
+            if found is None:
                 return
+            repo, commit = found
             if kind == "tree":
                 answer: object = [
                     {"type": "file", "path": name, "size": len(content), "oid": hashlib.sha1(name.encode()).hexdigest()}
