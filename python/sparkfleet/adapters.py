@@ -157,6 +157,8 @@ def instance_request(item: Any, label: str = "instance") -> InstanceRequest:
         if not item.get("on_demand"):
             raise PlanError(f"{label}.idle_stop_after", "applies to an on_demand instance only", ("on_demand: true",))
         switching["idle_stop_after_s"] = item["idle_stop_after"]
+    if item.get("placement") is not None:
+        switching["placement"] = item["placement"]
     try:
         return InstanceRequest(
             name=item["name"],
@@ -172,6 +174,27 @@ def instance_request(item: Any, label: str = "instance") -> InstanceRequest:
         error = from_validation(exc, label, ".")
         # The role's variable is idle_stop_after (seconds); the model spells out its unit.
         raise PlanError(error.variable.replace(".idle_stop_after_s", ".idle_stop_after"), error.problem) from exc
+
+
+def cluster_ranks(head_instances: Any, head: str, members: Any, me: str) -> list[dict[str, Any]]:
+    """The headless ranks `me` runs for the head's native multi-node instances: rank k on the k-th member
+    after the head (inventory order). Each is the head's entry without its key, with its rank."""
+    others = [str(m) for m in plain(members) if str(m) != head]
+    out: list[dict[str, Any]] = []
+    for index, item in enumerate(plain(head_instances) or []):
+        intent = item.get("intent") or {} if isinstance(item, dict) else {}
+        nodes = intent.get("nodes", 1)
+        if not isinstance(nodes, int) or nodes < 2 or intent.get("cluster_backend", "auto") == "ray":
+            continue
+        if nodes > len(others) + 1:
+            raise PlanError(
+                f"vllm_serve_instances[{index}].intent.nodes",
+                f"{item.get('name')} spans {nodes} nodes but the cluster of {head} has {len(others) + 1} members",
+                (f"nodes {len(others) + 1}", "more members with ray_cluster_head set to " + head),
+            )
+        if me in others and others.index(me) + 1 < nodes:
+            out.append({k: v for k, v in item.items() if k != "api_key"} | {"rank": others.index(me) + 1})
+    return out
 
 
 def host_plan(facts: Any, instances: Any, label: str = "instances") -> HostPlan:

@@ -16,11 +16,22 @@ from pydantic import ValidationError
 
 from .bench import check_summary, compare
 from .catalog import get_profile, load_catalog
-from .errors import PlanError
+from .errors import PlanError, from_validation
 from .hub import HubUnreachableError, profile_from_hub, read_hub_model
 from .localmodel import profile_from_dir
 from .memory import GB10_REFERENCE_TOTAL_GIB
-from .models import GIB, HostFacts, Intent, LoadStrategy, ModelProfile, Platform, ServePlan, SpeculativeMethod
+from .models import (
+    GIB,
+    ClusterBackend,
+    HostFacts,
+    Intent,
+    LoadStrategy,
+    ModelProfile,
+    NodePlacement,
+    Platform,
+    ServePlan,
+    SpeculativeMethod,
+)
 from .monitoring import dashboard, rules_document, thresholds
 from .planner import DEFAULT_VLLM, plan
 from .recipes import InstallInputs
@@ -138,6 +149,8 @@ def _intent(args: argparse.Namespace, drafter: str | None) -> Intent:
         tensor_parallel_size=args.tp,
         pipeline_parallel_size=args.pp,
         nodes=args.nodes,
+        cluster_backend=args.cluster_backend,
+        cluster_port=args.cluster_port,
         allow_yarn=args.yarn,
         allow_long_context=args.allow_long_context,
         trust_remote_code=args.trust_remote_code,
@@ -211,6 +224,16 @@ def _add_plan_args(p: argparse.ArgumentParser, model_optional: bool = False) -> 
     p.add_argument("--tp", type=int, default=1, help="tensor parallel size")
     p.add_argument("--pp", type=int, default=1, help="pipeline parallel size")
     p.add_argument("--nodes", type=int, default=1)
+    p.add_argument(
+        "--cluster-backend",
+        choices=[b.value for b in ClusterBackend],
+        default="auto",
+        help="how a multi-node instance's ranks meet: vLLM's own launch (native) or Ray; auto: native where vLLM has it",
+    )
+    p.add_argument("--cluster-port", type=int, default=29500, help="rank 0's rendezvous port (native)")
+    p.add_argument("--node-rank", type=int, help="this node's rank of a native multi-node instance (0 serves the API)")
+    p.add_argument("--master-addr", help="the head's address on the cluster link (native multi-node)")
+    p.add_argument("--host-ip", help="this node's address on the cluster link (native multi-node)")
     p.add_argument("--yarn", action="store_true", help="allow a context above the native limit (static YaRN)")
     p.add_argument(
         "--allow-long-context",
@@ -236,6 +259,23 @@ def _add_plan_args(p: argparse.ArgumentParser, model_optional: bool = False) -> 
     p.add_argument("--json", action="store_true", help="print the ServePlan as JSON")
 
 
+def _placement(args: argparse.Namespace) -> NodePlacement | None:
+    if args.master_addr is None and args.node_rank is None and args.host_ip is None:
+        return None
+    rank = args.node_rank or 0
+    # On the head (rank 0) the master is this node.
+    master = args.master_addr or (args.host_ip if rank == 0 else None)
+    if master is None:
+        raise PlanError("--master-addr", "a rank above 0 needs the head's address on the cluster link")
+    own = args.host_ip or (master if rank == 0 else None)
+    if own is None:
+        raise PlanError("--host-ip", "a rank above 0 needs its own address on the cluster link")
+    try:
+        return NodePlacement(rank=rank, master_addr=master, host_ip=own)
+    except ValidationError as exc:
+        raise from_validation(exc, "--placement") from exc
+
+
 def _make_plan(args: argparse.Namespace) -> tuple[ServePlan, str | None]:
     VllmVersion.parse(args.vllm_version)
     base, model_ref, model_note = _base_profile(args.model, weights_known=args.weights_gib is not None)
@@ -249,7 +289,7 @@ def _make_plan(args: argparse.Namespace) -> tuple[ServePlan, str | None]:
             raise PlanError("--model-dir", f"{args.model_dir!r} is relative; the directory on the host, from /")
         model_ref = model_dir = os.path.normpath(args.model_dir)
     intent = _intent(args, drafter_ref)
-    placed = {"model_dir": model_dir, "model_fs": args.model_fs}
+    placed = {"model_dir": model_dir, "model_fs": args.model_fs, "placement": _placement(args)}
     return plan(host, profile, intent, model_ref=model_ref, drafter=drafter, **placed), note
 
 

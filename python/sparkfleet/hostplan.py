@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 
 from . import memory as mem
 from .errors import InfeasibleError, PlanError
-from .models import WILDCARDS, HostFacts, Intent, ModelProfile, Platform, ServePlan, Strict
+from .models import WILDCARDS, HostFacts, Intent, ModelProfile, NodePlacement, Platform, ServePlan, Strict
 from .planner import plan
 
 # Instance names become unit names (sparkfleet-vllm-<name>.service) and directory names.
@@ -29,6 +29,8 @@ class InstanceRequest(Strict):
     intent: Intent
     # The profile of intent.drafter when it was read (staged, or described from the hub).
     drafter: ModelProfile | None = None
+    # One rank of a native multi-node instance (the head's rank 0, or a headless rank this node runs).
+    placement: NodePlacement | None = None
     # Not kept running: the front door starts it on the first request for its model and stops it idle.
     on_demand: bool = False
     idle_stop_after_s: Annotated[int, Field(ge=60, le=7 * 86400)] = IDLE_STOP_AFTER_S
@@ -39,6 +41,10 @@ class InstanceRequest(Strict):
         if not _INSTANCE_NAME.fullmatch(value):
             raise ValueError(f"name {value!r}: lower-case letters, digits and '-', at most 40 characters")
         return value
+
+    @property
+    def headless(self) -> bool:
+        return self.placement is not None and self.placement.rank > 0
 
 
 class Endpoint(Strict):
@@ -73,6 +79,9 @@ class HostPlan(Strict):
     mem_total_gib: float
     host_reserve_gib: float
     on_demand: dict[str, OnDemand] = Field(default_factory=dict)
+    # Headless ranks this host runs for another host's native multi-node instance: they hold memory here
+    # but serve no API (rank 0 on the head does), so the door, monitoring and probes never see them.
+    ranks: dict[str, ServePlan] = Field(default_factory=dict)
     # What on-demand instances may hold together beside the always-on ones; the activator keeps to it.
     on_demand_budget_gib: float = 0.0
 
@@ -122,9 +131,19 @@ def _overlaps(a: Intent, b: Intent) -> bool:
 
 def _check_names_and_ports(requests: list[InstanceRequest], label: str) -> None:
     seen: dict[str, int] = {}
-    taken = {r.intent.port for r in requests}
+    serving = [r for r in requests if not r.headless]
+    taken = {r.intent.port for r in serving}
     for index, request in enumerate(requests):
-        _check_port(request, index, label, taken)
+        if request.headless and request.on_demand:
+            raise PlanError(f"{label}[{index}].on_demand", "a rank of a multi-node instance is never switched on demand")
+        if not request.headless:
+            _check_port(request, index, label, taken)
+        if request.placement is not None and request.placement.rank == 0 and request.intent.cluster_port in taken:
+            raise PlanError(
+                f"{label}[{index}].intent.cluster_port",
+                f"{request.intent.cluster_port} is also an instance's API port on this host",
+                (f"cluster_port {_free_port(request.intent.cluster_port + 1, taken)}",),
+            )
         if request.name in seen:
             raise PlanError(
                 f"{label}[{index}].name",
@@ -133,7 +152,7 @@ def _check_names_and_ports(requests: list[InstanceRequest], label: str) -> None:
             )
         seen[request.name] = index
         for other_index, other in enumerate(requests[:index]):
-            if _overlaps(request.intent, other.intent):
+            if not request.headless and not other.headless and _overlaps(request.intent, other.intent):
                 free = _free_port(request.intent.port + 1, taken)
                 raise PlanError(
                     f"{label}[{index}].port",
@@ -157,6 +176,7 @@ def plan_host(host: HostFacts, requests: list[InstanceRequest], label: str = "in
                 drafter=request.drafter,
                 model_dir=request.model_dir,
                 model_fs=request.model_fs,
+                placement=request.placement,
             )
         except PlanError as exc:
             raise type(exc)(f"{label}[{index}] ({request.name}) {exc.variable}", exc.problem, exc.suggestions) from exc
@@ -194,9 +214,11 @@ def plan_host(host: HostFacts, requests: list[InstanceRequest], label: str = "in
                 ("a smaller max_context or concurrency on it", "on_demand: true on an always-on instance too"),
             )
     peak = used + max(switched.values(), default=0.0)
+    headless = {r.name for r in requests if r.headless}
     return HostPlan(
-        instances=plans,
-        endpoints={r.name: endpoint(r.intent.host, r.intent.port) for r in requests},
+        instances={name: served for name, served in plans.items() if name not in headless},
+        ranks={name: served for name, served in plans.items() if name in headless},
+        endpoints={r.name: endpoint(r.intent.host, r.intent.port) for r in requests if not r.headless},
         footprint_gib=round(peak, 2),
         usable_gib=round(usable, 2),
         mem_total_gib=round(total, 2),

@@ -343,6 +343,33 @@ class LoadStrategy(str, Enum):
     INSTANTTENSOR = "instanttensor"
 
 
+class ClusterBackend(str, Enum):
+    """How the ranks of a multi-node instance find each other: vLLM's own launch (one unit per node, the mp
+    executor) or a Ray cluster; auto takes native where the release has it."""
+
+    AUTO = "auto"
+    NATIVE = "native"
+    RAY = "ray"
+
+
+class NodePlacement(Strict):
+    """Where one rank of a native multi-node instance runs: its node rank, the head's link address (rank 0
+    serves the API there) and this node's own link address. The roles read both from ray_cluster_interface."""
+
+    rank: Annotated[int, Field(ge=0, le=63)]
+    master_addr: str
+    host_ip: str
+
+    @field_validator("master_addr", "host_ip")
+    @classmethod
+    def _ipv4(cls, value: str) -> str:
+        try:
+            ipaddress.IPv4Address(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an IPv4 address (the cluster link's, ray_cluster_interface)") from None
+        return value
+
+
 class KvDtype(str, Enum):
     AUTO = "auto"
     FP8 = "fp8"
@@ -376,6 +403,9 @@ class Intent(Strict):
     tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
     pipeline_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
     nodes: Annotated[int, Field(ge=1, le=64)] = 1
+    cluster_backend: ClusterBackend = ClusterBackend.AUTO
+    # The head's torch.distributed rendezvous port of a native multi-node instance (--master-port).
+    cluster_port: Annotated[int, Field(ge=1024, le=65535)] = 29500
     allow_yarn: bool = False
     allow_long_context: bool = False
     # Run the code a model repository ships (its config.json auto_map): only when the user says so.
@@ -504,5 +534,9 @@ class ServePlan(Strict):
     reasons: list[Reason]
     mode: Literal["planned", "predicted"] = "planned"
     load_strategy: LoadStrategy = LoadStrategy.MMAP
-    # Sparks the model spans (one GPU each); above 1 the instance runs on the Ray head over the cluster.
+    # Sparks the model spans (one GPU each); above 1, how its ranks meet (native or ray) and this node's rank.
     nodes: int = 1
+    cluster_backend: ClusterBackend | None = None
+    node_rank: int = 0
+    # A rank above 0 of a native multi-node instance: no API server here, rank 0 on the head serves it.
+    headless: bool = False

@@ -14,11 +14,13 @@ from .errors import InfeasibleError, PlanError
 from .kvcache import GroupKind, KvGeometry, attention_bytes_per_token, base_block_size, geometry
 from .models import (
     GIB,
+    ClusterBackend,
     HostFacts,
     Intent,
     KvDtype,
     MemoryBreakdown,
     ModelProfile,
+    NodePlacement,
     Platform,
     Reason,
     ServePlan,
@@ -30,6 +32,7 @@ from .sources import SEED_GUIDE, SEED_SM121, SEED_VLLM_BLOG
 from .versions import (
     ENV_VARS,
     FIRST_DFLASH,
+    FLAGS,
     SUPPORTED_MAX,
     SUPPORTED_MIN,
     EnvState,
@@ -38,6 +41,7 @@ from .versions import (
     cudagraph_capture_ceiling,
     cudagraph_memory_in_budget,
     env_state,
+    has_flag,
     in_supported_range,
 )
 
@@ -502,7 +506,7 @@ def _warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolv
         out.append(f"fp8 KV on {profile.id} is not from its tested recipe: check output quality ({SEED_VLLM_BLOG})")
     if intent.speculative is SpeculativeMethod.DFLASH and profile.checkpoint_format.is_fp4:
         out.append(f"DFlash acceptance collapses on quantized targets under stock vLLM ({SEED_GUIDE} §7.1.1)")
-    if intent.nodes > 1 and host.platform is Platform.CPU:
+    if intent.nodes > 1 and host.platform is Platform.CPU and intent.cluster_backend is ClusterBackend.RAY:
         out.append(
             "vLLM's CPU platform has no Ray device (vllm/v1/executor/ray_utils.py: 'current platform cpu does not "
             "support ray'): this multi-node plan renders but vLLM will not start it"
@@ -536,6 +540,39 @@ def _warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolv
     return out
 
 
+def cluster_backend(intent: Intent, version: VllmVersion, placement: NodePlacement | None) -> ClusterBackend | None:
+    """How the ranks of a multi-node instance meet; None for one node. Native needs where this rank runs."""
+    if intent.nodes == 1:
+        if placement is not None:
+            raise PlanError("placement", "a node placement applies to an instance over several nodes only", ("nodes 2",))
+        return None
+    native = has_flag(version, "--nnodes")
+    if intent.cluster_backend is ClusterBackend.NATIVE and not native:
+        raise PlanError(
+            "intent.cluster_backend",
+            f"vLLM {version} has no multi-node launch of its own (--nnodes appeared in {FLAGS['--nnodes'].first})",
+            ("cluster_backend ray", f"vllm_version {FLAGS['--nnodes'].first} or newer"),
+        )
+    chosen = ClusterBackend.RAY if intent.cluster_backend is ClusterBackend.RAY or not native else ClusterBackend.NATIVE
+    if chosen is ClusterBackend.RAY:
+        if placement is not None and placement.rank > 0:
+            raise PlanError("placement.rank", "a Ray instance runs on the head alone: its other ranks are Ray workers")
+        return chosen
+    if placement is None:
+        raise PlanError(
+            "intent.cluster_backend",
+            "a native multi-node instance runs one process per node and needs the cluster link's addresses",
+            (
+                "ray_cluster_head and ray_cluster_interface on every member (the roles read the addresses)",
+                "--master-addr and --host-ip on the command line",
+                "cluster_backend ray",
+            ),
+        )
+    if placement.rank >= intent.nodes:
+        raise PlanError("placement.rank", f"rank {placement.rank} of {intent.nodes} nodes (0 to {intent.nodes - 1})")
+    return chosen
+
+
 def _check_remote_code(profile: ModelProfile, intent: Intent, what: str) -> None:
     """A repository's own code runs (as the service user, in every worker) only when the user asked for it."""
     if profile.trust_remote_code and not intent.trust_remote_code:
@@ -557,12 +594,14 @@ def plan(
     drafter: ModelProfile | None = None,
     model_dir: str | None = None,
     model_fs: str | None = None,
+    placement: NodePlacement | None = None,
 ) -> ServePlan:
     """The plan for one instance; `drafter` is the profile of intent.drafter, read by the caller.
 
     `model_dir` is where the model's files are on the host (a staged directory, or the hub snapshot model_stage
     will fill); a model_ref that is an absolute path is that directory. `model_fs` is the filesystem type it
-    is read from (spark_facts reads /proc/mounts), for the load strategy.
+    is read from (spark_facts reads /proc/mounts), for the load strategy. `placement` is where this rank of a
+    native multi-node instance runs.
     """
     model_dir = model_dir or (model_ref if model_ref and model_ref.startswith("/") else None)
     _check_bundled_draft(profile, intent, model_dir)
@@ -580,6 +619,7 @@ def plan(
     if drafter is not None:
         _check_remote_code(drafter, intent, "the drafter")
     r = _resolve(host, profile, intent, drafter)
+    backend = cluster_backend(intent, r.version, placement)
     geo = _geometry(profile, intent, r, host.platform)
     budget = _budget(host, profile, intent, r, geo)
     kv_bytes = geo.num_blocks(budget.kv_bytes) * geo.bytes_per_block
@@ -617,6 +657,8 @@ def plan(
         long_context=r.long_context,
         load=load,
         jit_jobs=jit_jobs,
+        cluster_backend=backend,
+        placement=placement,
     )
     entries = rules.apply(settings)
     argv = ["vllm", "serve", settings.model_ref]
@@ -654,6 +696,9 @@ def plan(
     )
     return ServePlan(
         nodes=intent.nodes,
+        cluster_backend=backend,
+        node_rank=placement.rank if placement else 0,
+        headless=bool(placement and placement.rank > 0),
         model=settings.model_ref,
         served_name=settings.served_name,
         platform=host.platform,

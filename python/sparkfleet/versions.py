@@ -75,6 +75,9 @@ FLAGS: dict[str, FlagHistory] = {
         # Read in the PyPI wheels' config/load.py and model_loader (HTTP ranges, tests/index/wheel_metadata.py).
         FlagHistory("--safetensors-load-strategy", "0.17.0", note="lazy and eager in 0.17.0; prefetch from 0.18.0"),
         FlagHistory("--load-format", "0.17.0", note="in every release sparkfleet supports"),
+        # Read in the PyPI wheels' engine/arg_utils.py: absent in 0.11.0, present from 0.11.1 (with the mp
+        # executor's multi-node support in v1/executor/multiproc_executor.py).
+        FlagHistory("--nnodes", "0.11.1", note="vLLM's own multi-node launch: --node-rank, --master-addr, --headless"),
     )
 }
 
