@@ -183,3 +183,25 @@ def test_a_ray_plan_on_cpu_warns_that_vllm_cannot_run_it_a_native_one_does_not()
     native = intent.model_copy(update={"cluster_backend": ClusterBackend.AUTO})
     q = plan(cpu_host(), get_profile(GQA), native, model_ref=GQA, placement=HEAD)
     assert not any("Ray" in w for w in q.warnings) and q.cluster_backend is ClusterBackend.NATIVE
+
+
+def test_each_member_after_the_head_runs_the_next_rank_of_a_native_instance_without_its_key() -> None:
+    from sparkfleet.adapters import cluster_ranks
+
+    head_list = [
+        {"name": "one", "model": "m", "api_key": "k" * 20, "intent": {"max_context": 512}},
+        {"name": "big", "model": "m", "api_key": "k" * 20, "intent": {"nodes": 3, "tensor_parallel_size": 3}},
+        {"name": "viaray", "model": "m", "intent": {"nodes": 2, "cluster_backend": "ray"}},
+        {"name": "pair", "model": "m", "intent": {"nodes": 2, "pipeline_parallel_size": 2}},
+    ]
+    members = ["s1", "head", "s2", "s3"]
+    assert cluster_ranks(head_list, "head", members, "head") == []
+    first = cluster_ranks(head_list, "head", members, "s1")
+    assert [(r["name"], r["rank"]) for r in first] == [("big", 1), ("pair", 1)]
+    assert all("api_key" not in r for r in first)
+    assert [(r["name"], r["rank"]) for r in cluster_ranks(head_list, "head", members, "s2")] == [("big", 2)]
+    assert cluster_ranks(head_list, "head", members, "s3") == []  # nodes 3: ranks 0-2 only
+    assert cluster_ranks(head_list, "head", members, "elsewhere") == []
+    with pytest.raises(PlanError, match="spans 3 nodes but the cluster of head has 2 members") as err:
+        cluster_ranks(head_list, "head", ["head", "s1"], "s1")
+    assert err.value.variable == "vllm_serve_instances[1].intent.nodes"

@@ -24,7 +24,7 @@ from vllm.utils.argparse_utils import FlexibleArgumentParser
 from sparkfleet.catalog import load_catalog
 from sparkfleet.errors import PlanError
 from sparkfleet.memory import GB10_REFERENCE_TOTAL_GIB
-from sparkfleet.models import GIB, HostFacts, Intent
+from sparkfleet.models import GIB, HostFacts, Intent, NodePlacement
 from sparkfleet.planner import plan
 from sparkfleet.versions import VllmVersion
 
@@ -60,6 +60,13 @@ INTENTS = {
         drafter_weights_gib=2.3,
         max_context=16384,
     ),
+    # vLLM's own multi-node launch: rank 0 serves on the head, rank 1 runs headless on the next member.
+    "native-rank0": Intent(trust_remote_code=True, nodes=2, pipeline_parallel_size=2, max_context=8192),
+    "native-rank1": Intent(trust_remote_code=True, nodes=2, pipeline_parallel_size=2, max_context=8192),
+}
+PLACEMENTS = {
+    "native-rank0": NodePlacement(rank=0, master_addr="192.168.100.10", host_ip="192.168.100.10"),
+    "native-rank1": NodePlacement(rank=1, master_addr="192.168.100.10", host_ip="192.168.100.11"),
 }
 
 
@@ -107,6 +114,11 @@ def check(argv: list[str]) -> None:
         raise ParseError(f"--load-format {engine_args.load_format!r} is not one of vLLM's LoadFormats")
     if args.speculative_config:
         check_speculative_config(args.speculative_config)
+    if "--nnodes" in argv:
+        rank = int(argv[argv.index("--node-rank") + 1])
+        parsed = (engine_args.nnodes, engine_args.node_rank, engine_args.distributed_executor_backend, args.headless)
+        if parsed != (2, rank, "mp", rank > 0):
+            raise ParseError(f"multi-node flags parsed as nnodes/node_rank/backend/headless {parsed}")
     if "--default-chat-template-kwargs" in argv and not isinstance(args.default_chat_template_kwargs, dict):
         raise ParseError(f"--default-chat-template-kwargs: parsed as {args.default_chat_template_kwargs!r}, not a mapping")
     # Parser names are resolved at server start, not by the CLI: ask vLLM's own registries.
@@ -138,7 +150,7 @@ def main() -> int:
             # A staged model's shard sizes are read from its files; here, the 5 GB shards transformers writes.
             planned = profile.model_copy(update={"largest_shard_gib": 5e9 / GIB}) if name.startswith("load-") else profile
             try:
-                check(plan(gb10, planned, intent, model_ref=staged).argv)
+                check(plan(gb10, planned, intent, model_ref=staged, placement=PLACEMENTS.get(name)).argv)
             except Exception as exc:
                 # Prefetch reads the whole checkpoint into the page cache: a large model is refused by design.
                 if name == "load-prefetch" and isinstance(exc, PlanError) and exc.variable == "intent.load":
