@@ -72,6 +72,15 @@ options:
     description: CUDA toolkit root used to find ptxas and nvcc.
     type: path
     default: /usr/local/cuda
+  sysfs:
+    description: Where sysfs is mounted; the RDMA ports and network interfaces are read under it.
+    type: path
+    default: /sys
+  link_interfaces:
+    description: Network interfaces to describe beside the RDMA devices' own (the cluster link, C(ray_cluster_interface)).
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     description: Only reads the host.
@@ -117,6 +126,12 @@ spark_facts:
       description: The host's RDMA verbs nodes (C(/dev/infiniband/uverbsN)) and C(/dev/infiniband/rdma_cm), when it has them.
       type: list
       elements: str
+    link:
+      description:
+        - C(rdma_ports), each RDMA device port from sysfs (device, port, state, phys_state, rate, link_layer and the
+          netdevs of its PCI function), and C(netdevs), those netdevs and I(link_interfaces) with mtu, operstate and
+          speed_mbps; what the cluster's link preflight and doctor judge.
+      type: dict
     storage:
       description:
         - For I(hf_home) and I(model_store), where models are written, C(free_bytes) (for an unprivileged writer),
@@ -369,6 +384,64 @@ def resolve_model(ref, hf_home, model_store):
     return {"id": model_id, "path": None, "present": False, "complete": False}
 
 
+def read_text(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def read_int(path):
+    text = read_text(path)
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def describe_netdev(sysfs, name):
+    if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,15}", name) or name in (".", ".."):
+        return None
+    base = os.path.join(sysfs, "class", "net", name)
+    if not os.path.isdir(base):
+        return None
+    speed = read_int(os.path.join(base, "speed"))
+    return {
+        "mtu": read_int(os.path.join(base, "mtu")),
+        "operstate": read_text(os.path.join(base, "operstate")) or "",
+        "speed_mbps": speed if speed is not None and speed > 0 else None,
+    }
+
+
+def read_link(sysfs, interfaces):
+    """The RDMA ports (what ibstat and ibdev2netdev show) and the network interfaces they and the link use."""
+    ports = []
+    root = os.path.join(sysfs, "class", "infiniband")
+    for device in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        netdir = os.path.join(root, device, "device", "net")
+        netdevs = sorted(os.listdir(netdir)) if os.path.isdir(netdir) else []
+        portdir = os.path.join(root, device, "ports")
+        for port in sorted(os.listdir(portdir)) if os.path.isdir(portdir) else []:
+            if not port.isdigit():
+                continue
+            here = os.path.join(portdir, port)
+            ports.append(
+                {
+                    "device": device,
+                    "port": int(port),
+                    "state": read_text(os.path.join(here, "state")) or "",
+                    "phys_state": read_text(os.path.join(here, "phys_state")) or "",
+                    "rate": read_text(os.path.join(here, "rate")) or "",
+                    "link_layer": read_text(os.path.join(here, "link_layer")) or "",
+                    "netdevs": netdevs,
+                }
+            )
+    names = sorted({name for port in ports for name in port["netdevs"]} | set(interfaces))
+    described = {name: describe_netdev(sysfs, name) for name in names}
+    return {"rdma_ports": ports, "netdevs": {name: found for name, found in described.items() if found is not None}}
+
+
 def describe_release(release_dir, with_packages=False):
     if not release_dir or not os.path.isdir(release_dir):
         return None
@@ -431,6 +504,7 @@ def gather(module):
     facts["rdma_devices"] = sorted(glob.glob("/dev/infiniband/uverbs[0-9]*")) + (
         ["/dev/infiniband/rdma_cm"] if os.path.exists("/dev/infiniband/rdma_cm") else []
     )
+    facts["link"] = read_link(params["sysfs"], params["link_interfaces"])
     facts["storage"] = {name: describe_storage(params[name]) for name in ("hf_home", "model_store") if params[name]} or None
     if params["platform"] != "auto":
         facts["detected_platform"] = facts["platform"]
@@ -452,6 +526,8 @@ def main():
             "model_dirs": {"type": "list", "elements": "path", "default": []},
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
             "cuda_home": {"type": "path", "default": "/usr/local/cuda"},
+            "sysfs": {"type": "path", "default": "/sys"},
+            "link_interfaces": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )

@@ -21,6 +21,7 @@ from .door import DoorPlan, client_digests, door_plan_from
 from .errors import PlanError, from_validation
 from .hostplan import HostPlan, InstanceRequest, endpoint, plan_host
 from .hub import served_at, snapshot_dir
+from .link import graph_instances, link_facts, link_report, nccl_graphs_problem
 from .modelconfig import profile_from_config
 from .models import GIB, HostFacts, Intent, ModelProfile
 from .monitoring import ScrapedHost, dashboard, plan_metrics, queries, rules_document, scrape_targets, thresholds
@@ -249,7 +250,7 @@ def monitoring_artifact(what: str, alerts: Any, host_plan_json: Any = None) -> A
 
 
 def doctor_report(observations: Any, host: str) -> dict[str, Any]:
-    findings = diagnose(plain(observations))
+    findings = diagnose(plain(observations), str(host))
     return {
         "findings": [f.model_dump(mode="json") for f in findings],
         "red": [f.model_dump(mode="json") for f in findings if f.status is Status.RED],
@@ -278,6 +279,32 @@ def cluster_check(nodes: Any, head: str, interface: str) -> list[str]:
     if head not in parsed:
         raise PlanError("ray_cluster_head", f"{head!r} is not one of the cluster's hosts {sorted(parsed)}")
     return cluster_problems(head, parsed, interface)
+
+
+def link_check(members: Any, settings: Any) -> dict[str, list[str]]:
+    """The link preflight of a cluster: every member's link (RDMA ports, MTU, TCP only) and the NCCL the
+    processes will load against the head's multi-node instances. Problems refuse; warnings were accepted."""
+    members, settings = plain(members), plain(settings) or {}
+    if not isinstance(members, dict) or not isinstance(settings, dict):
+        raise PlanError("ray_cluster", "link_check takes the members' link facts and the link settings as mappings")
+    link = interconnect({k: settings[k] for k in ("interface", "hcas") if k in settings})
+    accept = settings.get("accept_sockets", False)
+    if not isinstance(accept, bool):
+        raise PlanError("ray_cluster_accept_sockets", f"{accept!r} is not true or false")
+    gb10 = settings.get("platform") == "gb10"
+    problems: list[str] = []
+    warnings: list[str] = []
+    for name, raw in sorted(members.items()):
+        report = link_report(str(name), link_facts(raw, f"{name}: spark_facts.link"), link, accept, gb10)
+        problems += report.problems
+        warnings += report.warnings
+    instances = settings.get("instances") or []
+    spanning = graph_instances(instances if isinstance(instances, list) else [], gb10)
+    nccl = settings.get("nccl") or {}
+    problem = nccl_graphs_problem(nccl.get("version"), str(nccl.get("where", "NCCL")), spanning)
+    if problem:
+        problems.append(problem)
+    return {"problems": problems, "warnings": warnings}
 
 
 def front_door_plan(host_plan_data: Any, settings: Any, variable: str = "front_door") -> DoorPlan:

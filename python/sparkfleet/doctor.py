@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import logsigns
-from .cluster import package_differences
+from .cluster import Interconnect, package_differences
+from .link import LinkFacts, LinkMeasurement, expected_gbps, judge_measurement, link_report
 from .models import GIB
 from .monitoring import thresholds
 from .sources import SEED_NANO, SEED_SM121
@@ -88,9 +89,36 @@ class ServeObservation(Loose):
     instances: list[InstanceObservation] = Field(default_factory=list)
 
 
+class LinkObservation(Loose):
+    """A cluster member's link (ray_cluster's doctor): what the preflight judges, and the bandwidth measured
+    from the head to every other member."""
+
+    interface: str
+    hcas: list[str] = Field(default_factory=list)
+    accept_sockets: bool = False
+    platform: str = "cpu"
+    facts: LinkFacts = Field(default_factory=LinkFacts)
+    measurements: list[LinkMeasurement] = Field(default_factory=list)
+    # The doctor tasks' loop results as Ansible registers them: item [peer, device index], stdout, rc.
+    tool: Literal["ib_write_bw", "iperf3"] = "iperf3"
+    devices: list[str] = Field(default_factory=list)
+    runs: list[dict[str, Any]] = Field(default_factory=list)
+
+    def measured(self) -> list[LinkMeasurement]:
+        out = list(self.measurements)
+        for run in self.runs:
+            peer, index = run["item"]
+            output = run.get("stdout") or run.get("stderr") or run.get("msg") or ""
+            out.append(
+                LinkMeasurement(peer=peer, device=self.devices[index], tool=self.tool, output=output, rc=run.get("rc", 1))
+            )
+        return out
+
+
 class Observations(Loose):
     host: HostObservation | None = None
     serve: ServeObservation | None = None
+    link: LinkObservation | None = None
     services: dict[str, dict[str, str]] = Field(default_factory=dict)
     alerts: dict[str, Any] = Field(default_factory=dict)
 
@@ -454,13 +482,32 @@ def service_findings(services: dict[str, dict[str, str]]) -> list[Finding]:
     ]
 
 
-def diagnose(raw: Any) -> list[Finding]:
+def link_findings(host: str, obs: LinkObservation) -> list[Finding]:
+    """The link preflight's refusals (red) and accepted costs (yellow), then each measured bandwidth."""
+    gb10 = obs.platform == "gb10"
+    report = link_report(host, obs.facts, Interconnect(interface=obs.interface, hcas=obs.hcas), obs.accept_sockets, gb10)
+    out = [Finding(area="link", check="preflight", status=Status.RED, detail=p) for p in report.problems]
+    out += [Finding(area="link", check="preflight", status=Status.YELLOW, detail=w) for w in report.warnings]
+    if not out:
+        detail = f"{obs.interface}: {', '.join(obs.hcas)} ACTIVE at MTU 9000" if obs.hcas else f"{obs.interface}"
+        out.append(Finding(area="link", check="preflight", status=Status.GREEN, detail=detail))
+    for m in obs.measured():
+        status, detail = judge_measurement(m, expected_gbps(m.tool, obs.facts, m.device, gb10))
+        out.append(
+            Finding(area="link", check=f"bandwidth to {m.peer} over {m.device}", status=Status(status), detail=detail)
+        )
+    return out
+
+
+def diagnose(raw: Any, host: str = "") -> list[Finding]:
     obs = Observations.model_validate(raw)
     findings: list[Finding] = []
     if obs.host is not None:
         findings += host_findings(obs.host)
     if obs.serve is not None:
         findings += serve_findings(obs.serve, obs.host, thresholds(obs.alerts).memory_floor_fraction)
+    if obs.link is not None:
+        findings += link_findings(host or "this host", obs.link)
     findings += service_findings(obs.services)
     return findings
 

@@ -1,0 +1,290 @@
+"""The cluster link between Sparks: what the link preflight refuses before a cluster change, and how the
+link doctor judges a measured bandwidth.
+
+A Spark cluster lives or dies by its link. NCCL over RoCE on both PCIe halves of a ConnectX-7 port is
+10-20x faster than over TCP sockets (seed 002 §13); a port left out of NCCL_IB_HCA or at MTU 1500 costs
+most of it (dgx-spark-playbooks#103: 3 -> 23.7 GB/s busbw); a badly initialised port caps near 13 Gb/s
+with every link check green (dgx-spark-playbooks#108). Nothing here touches a host: spark_facts reads
+the ports from sysfs, the ray_cluster role runs the bandwidth tools, this module judges.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError
+
+from .cluster import Interconnect
+from .errors import PlanError, from_validation
+from .models import Strict
+from .sources import SEED_GUIDE
+
+JUMBO_MTU = 9000
+# The QSFP port of a Spark negotiates 200 Gb/s (ibstat on GB10: geerlingguy/sbc-reviews#92).
+GB10_PORT_GBPS = 200.0
+# Each RDMA device of that port is one PCIe Gen5 x4 endpoint: about half the port each.
+GB10_DEVICE_GBPS = 100.0
+SOURCE_HALVES = "NVIDIA/dgx-spark-playbooks#103 (NCCL_IB_HCA on both halves and MTU 9000: 3 -> 23.7 GB/s busbw)"
+SOURCE_DEGRADED = (
+    "NVIDIA/dgx-spark-playbooks#108 (a CX-7 that initialised badly caps near 13 Gb/s; healthy devices "
+    "measure 92.6-97.3 Gb/s)"
+)
+SOURCE_GRAPHS = "vllm-project/vllm#52504 (CUDA graphs across nodes need NCCL 2.30.4 or later)"
+# perftest's RC WRITE fails above 64 KiB messages on GB10 while NCCL is fine (linux-rdma/perftest#394).
+IB_WRITE_BW_MESSAGE_BYTES = 65536
+SOURCE_PERFTEST = "linux-rdma/perftest#394 (ib_write_bw RC WRITE fails above 64 KiB on GB10)"
+NCCL_GRAPHS_MIN = (2, 30, 4)
+SOCKETS_COST = (
+    f"NCCL over TCP sockets runs at a tenth to a twentieth of RoCE ({SEED_GUIDE} §13; a Spark pair measured "
+    "3 GB/s busbw against 23.7 GB/s on both RoCE halves, dgx-spark-playbooks#103)"
+)
+
+_RATE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec")
+_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+
+class RdmaPort(Strict):
+    """One port of an RDMA device as sysfs shows it (/sys/class/infiniband/DEV/ports/N)."""
+
+    device: str
+    port: Annotated[int, Field(ge=1, le=255)] = 1
+    state: str = ""  # "4: ACTIVE"
+    phys_state: str = ""  # "5: LinkUp"
+    rate: str = ""  # "200 Gb/sec (4X HDR)"
+    link_layer: str = ""  # "Ethernet" (RoCE) or "InfiniBand"
+    netdevs: list[str] = Field(default_factory=list)
+
+    @property
+    def active(self) -> bool:
+        return self.state.split(":")[-1].strip().upper() == "ACTIVE"
+
+    @property
+    def rate_gbps(self) -> float | None:
+        found = _RATE.match(self.rate)
+        return float(found[1]) if found else None
+
+    def state_word(self) -> str:
+        return self.state.split(":")[-1].strip() or "unknown"
+
+
+class NetDev(Strict):
+    """A network interface as sysfs shows it (/sys/class/net/NAME)."""
+
+    mtu: int | None = None
+    operstate: str = ""
+    # Mb/s; None where the driver does not know it (sysfs answers -1 or refuses the read).
+    speed_mbps: int | None = None
+
+
+class LinkFacts(Strict):
+    """What spark_facts read of a member's link: its RDMA ports and the interfaces they and the link use."""
+
+    rdma_ports: list[RdmaPort] = Field(default_factory=list)
+    netdevs: dict[str, NetDev] = Field(default_factory=dict)
+
+
+class LinkReport(Strict):
+    transport: Literal["rdma", "sockets"]
+    problems: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+
+
+def link_facts(raw: object, label: str = "spark_facts.link") -> LinkFacts:
+    try:
+        return LinkFacts.model_validate(raw or {})
+    except ValidationError as exc:
+        raise from_validation(exc, label) from exc
+
+
+def _mtu_problem(host: str, name: str, dev: NetDev | None, why: str) -> str | None:
+    if dev is None or dev.mtu is None or dev.mtu >= JUMBO_MTU:
+        return None
+    return (
+        f"{host}: {name} ({why}) has MTU {dev.mtu}: RoCE between Sparks needs {JUMBO_MTU} on every port NCCL "
+        f"uses (ip link set dev {name} mtu {JUMBO_MTU}; {SOURCE_HALVES})"
+    )
+
+
+def link_report(host: str, facts: LinkFacts, link: Interconnect, accept_sockets: bool, gb10: bool) -> LinkReport:
+    """Every way this member's link would silently cost the cluster its bandwidth, as refusals (problems) or
+    warnings the user accepted."""
+    problems: list[str] = []
+    warnings: list[str] = []
+    by_device = {p.device: p for p in facts.rdma_ports}
+    active = sorted(p.device for p in facts.rdma_ports if p.active and p.link_layer.lower() != "infiniband")
+    if not link.hcas:
+        if active:
+            message = (
+                f"{host} has ACTIVE RDMA devices {', '.join(active)} but ray_cluster_hcas is empty, so NCCL would "
+                f"use TCP sockets on {link.interface}: {SOCKETS_COST}; set ray_cluster_hcas: [{', '.join(active)}]"
+            )
+        else:
+            message = (
+                f"{host}: the link {link.interface} has no RDMA device (TCP only), so NCCL would use sockets: {SOCKETS_COST}"
+            )
+        if accept_sockets:
+            warnings.append(f"{message} (accepted: ray_cluster_accept_sockets)")
+        else:
+            problems.append(f"{message}; to run on sockets anyway set ray_cluster_accept_sockets: true")
+        iface_mtu = _mtu_problem(host, link.interface, facts.netdevs.get(link.interface), "the cluster link")
+        if iface_mtu:
+            warnings.append(iface_mtu)
+        return LinkReport(transport="sockets", problems=problems, warnings=warnings)
+
+    for hca in link.hcas:
+        port = by_device.get(hca)
+        if port is None:
+            have = ", ".join(sorted(by_device)) or "none"
+            problems.append(f"{host}: RDMA device {hca} (ray_cluster_hcas) does not exist; the host has {have}")
+            continue
+        if not port.active:
+            problems.append(
+                f"{host}: {hca} port {port.port} is {port.state_word()} ({port.phys_state or 'no physical state'}), "
+                "not ACTIVE: NCCL would hang on it or fall back to sockets; check the cable and ibstat"
+            )
+            continue
+        rate = port.rate_gbps
+        if gb10 and rate is not None and rate < GB10_PORT_GBPS:
+            warnings.append(
+                f"{host}: {hca} negotiated {rate:g} Gb/s, a Spark's QSFP port runs at {GB10_PORT_GBPS:g}: "
+                "check the cable (a 100G cable or a port forced down)"
+            )
+        for name in port.netdevs:
+            mtu = _mtu_problem(host, name, facts.netdevs.get(name), f"the netdev of {hca}")
+            if mtu:
+                problems.append(mtu)
+    missing = [d for d in active if d not in link.hcas]
+    if missing:
+        problems.append(
+            f"{host}: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} ACTIVE but not in ray_cluster_hcas: "
+            f"NCCL would use only part of the link ({SOURCE_HALVES}); set ray_cluster_hcas: "
+            f"[{', '.join(sorted(set(link.hcas) | set(missing)))}]"
+        )
+    judged = {name for hca in link.hcas if hca in by_device for name in by_device[hca].netdevs}
+    iface_mtu = _mtu_problem(host, link.interface, facts.netdevs.get(link.interface), "the cluster link")
+    if iface_mtu and link.interface not in judged:
+        problems.append(iface_mtu)
+    return LinkReport(transport="rdma", problems=problems, warnings=warnings)
+
+
+def nccl_version_tuple(version: str) -> tuple[int, int, int] | None:
+    found = _VERSION.search(version)
+    return (int(found[1]), int(found[2]), int(found[3])) if found else None
+
+
+def nccl_graphs_problem(version: str | None, where: str, graph_instances: list[str]) -> str | None:
+    """CUDA graphs that span nodes on an NCCL older than 2.30.4: refused, naming the instances and the way out."""
+    if not graph_instances or not version:
+        return None
+    parsed = nccl_version_tuple(version)
+    if parsed is None or parsed >= NCCL_GRAPHS_MIN:
+        return None
+    return (
+        f"NCCL {version} ({where}) is older than {'.'.join(map(str, NCCL_GRAPHS_MIN))}, and "
+        f"{', '.join(graph_instances)} capture{'s' if len(graph_instances) == 1 else ''} CUDA graphs across nodes "
+        f"({SOURCE_GRAPHS}): pin nvidia-nccl-cu13 2.30.4 or later in the release, or ray_cluster_nccl: system "
+        f"with libnccl2 2.30.4 or later, or intent.profile: memory-saver (eager, no graphs) on "
+        f"{'it' if len(graph_instances) == 1 else 'them'}"
+    )
+
+
+def graph_instances(instances: list[dict[str, Any]], gb10: bool) -> list[str]:
+    """The multi-node instances whose CUDA graphs span nodes: every one but memory-saver's eager plans (the
+    planner captures graphs on gb10 unless the profile is memory-saver; the cpu platform has none)."""
+    if not gb10:
+        return []
+    out = []
+    for item in instances:
+        intent = item.get("intent") or {}
+        if isinstance(intent, dict) and int(intent.get("nodes") or 1) > 1 and intent.get("profile") != "memory-saver":
+            out.append(str(item.get("name")))
+    return out
+
+
+# --------------------------------------------------------------------------- the link doctor
+
+
+def parse_ib_write_bw(text: str) -> float:
+    """The average bandwidth of an ib_write_bw run in Gb/s, from its result table (--report_gbits or MB/s)."""
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        header = re.search(r"BW average\[(Gb|MB)/sec\]", line)
+        if not header:
+            continue
+        columns = re.sub(r"BW (peak|average)", r"BW_\1", line).split()
+        column = next(i for i, word in enumerate(columns) if word.startswith("BW_average"))
+        for row in lines[index + 1 :]:
+            words = row.split()
+            if len(words) > column and words[0].isdigit():
+                value = float(words[column])
+                return value if header[1] == "Gb" else value * 8 / 1000
+        break
+    raise ValueError("no ib_write_bw result table (BW average) in the output")
+
+
+def parse_iperf3(text: str) -> float:
+    """The received bandwidth of an iperf3 run in Gb/s, from its JSON (-J) output."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"iperf3 did not print JSON: {text[:200]!r}") from exc
+    if data.get("error"):
+        raise ValueError(f"iperf3: {data['error']}")
+    try:
+        return float(data["end"]["sum_received"]["bits_per_second"]) / 1e9
+    except (KeyError, TypeError) as exc:
+        raise ValueError("iperf3's JSON has no end.sum_received.bits_per_second") from exc
+
+
+def expected_gbps(tool: Literal["ib_write_bw", "iperf3"], facts: LinkFacts, device: str, gb10: bool) -> float | None:
+    """What one measurement should reach: an RDMA device's port rate (a Spark's device: half the port), a TCP
+    link's interface speed; None where sysfs does not say."""
+    if tool == "ib_write_bw":
+        port = next((p for p in facts.rdma_ports if p.device == device), None)
+        rate = port.rate_gbps if port else None
+        if gb10:
+            return GB10_DEVICE_GBPS if rate is None else min(rate, GB10_DEVICE_GBPS)
+        return rate
+    dev = facts.netdevs.get(device)
+    return dev.speed_mbps / 1000 if dev and dev.speed_mbps and dev.speed_mbps > 0 else None
+
+
+class LinkMeasurement(Strict):
+    """One bandwidth test from this member to a peer over one device (an RDMA device, or the link interface)."""
+
+    peer: str
+    device: str
+    tool: Literal["ib_write_bw", "iperf3"]
+    output: str = ""
+    rc: int = 0
+
+
+def judge_measurement(m: LinkMeasurement, expected: float | None) -> tuple[str, str]:
+    """(green|yellow|red, detail): red below half the expected rate or when the test failed."""
+    try:
+        if m.rc != 0:
+            raise ValueError(f"{m.tool} exited {m.rc}: {m.output.strip()[-300:] or 'no output'}")
+        measured = parse_ib_write_bw(m.output) if m.tool == "ib_write_bw" else parse_iperf3(m.output)
+    except ValueError as exc:
+        return "red", str(exc)
+    what = f"{measured:.1f} Gb/s ({m.tool})"
+    if expected is None:
+        return "yellow", f"{what}; the expected rate is unknown (the interface reports no speed)"
+    share = measured / expected
+    if share < 0.5:
+        cause = f" ({SOURCE_DEGRADED})" if m.tool == "ib_write_bw" else ""
+        return "red", f"{what}, below half of the expected {expected:g} Gb/s{cause}"
+    if share < 0.8:
+        return "yellow", f"{what}, {share:.0%} of the expected {expected:g} Gb/s"
+    return "green", f"{what}, expected {expected:g} Gb/s"
+
+
+def measurements(raw: object, label: str = "ray_cluster_doctor.measurements") -> list[LinkMeasurement]:
+    try:
+        return [LinkMeasurement.model_validate(item) for item in raw or []]  # type: ignore[attr-defined]
+    except ValidationError as exc:
+        raise from_validation(exc, label) from exc
+    except TypeError as exc:
+        raise PlanError(label, "a list of measurements") from exc

@@ -1,0 +1,248 @@
+"""The link preflight and the link doctor, on sysfs trees and tool outputs (tests/fixtures/link/README.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import spark_facts
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparkfleet.adapters import link_check
+from sparkfleet.cluster import Interconnect
+from sparkfleet.errors import PlanError
+from sparkfleet.link import (
+    GB10_DEVICE_GBPS,
+    LinkFacts,
+    LinkMeasurement,
+    expected_gbps,
+    judge_measurement,
+    link_report,
+    nccl_graphs_problem,
+    parse_ib_write_bw,
+    parse_iperf3,
+)
+
+LINK = Path(__file__).resolve().parents[1] / "fixtures" / "link"
+BOTH_HALVES = ["rocep1s0f0", "roceP2p1s0f0"]
+
+
+def facts(case: str, interfaces: tuple[str, ...] = ()) -> LinkFacts:
+    return LinkFacts.model_validate(spark_facts.read_link(str(LINK / case), list(interfaces)))
+
+
+def test_spark_facts_reads_the_ports_and_their_netdevs_from_sysfs() -> None:
+    found = facts("gb10-one-cable", ("enp1s0f0np0", "../etc", "missing0"))
+    ports = {p.device: p for p in found.rdma_ports}
+    assert sorted(ports) == ["roceP2p1s0f0", "roceP2p1s0f1", "rocep1s0f0", "rocep1s0f1"]
+    assert ports["rocep1s0f0"].active and ports["rocep1s0f0"].rate_gbps == 200.0
+    assert ports["rocep1s0f0"].netdevs == ["enp1s0f0np0"] and ports["rocep1s0f0"].link_layer == "Ethernet"
+    assert not ports["roceP2p1s0f1"].active and ports["roceP2p1s0f1"].state_word() == "DOWN"
+    assert found.netdevs["enp1s0f0np0"].mtu == 9000 and found.netdevs["enp1s0f0np0"].speed_mbps == 200000
+    # A down interface has no speed (sysfs refuses the read); names that are not interfaces are not read.
+    assert found.netdevs["enp1s0f1np1"].speed_mbps is None
+    assert "../etc" not in found.netdevs and "missing0" not in found.netdevs
+
+
+def test_a_host_without_rdma_has_no_ports() -> None:
+    found = facts("sandbox-veth", ("eth1",))
+    assert found.rdma_ports == [] and found.netdevs["eth1"].speed_mbps == 10000
+
+
+def test_both_halves_at_jumbo_mtu_pass() -> None:
+    link = Interconnect(interface="enp1s0f0np0", hcas=BOTH_HALVES)
+    report = link_report("spark01", facts("gb10-one-cable", ("enp1s0f0np0",)), link, accept_sockets=False, gb10=True)
+    assert report.transport == "rdma" and report.problems == [] and report.warnings == []
+
+
+def test_one_half_left_out_of_the_hcas_is_refused_naming_the_other() -> None:
+    link = Interconnect(interface="enp1s0f0np0", hcas=["rocep1s0f0"])
+    report = link_report("spark01", facts("gb10-one-cable"), link, accept_sockets=False, gb10=True)
+    assert len(report.problems) == 1
+    assert "roceP2p1s0f0 is ACTIVE but not in ray_cluster_hcas" in report.problems[0]
+    assert "ray_cluster_hcas: [roceP2p1s0f0, rocep1s0f0]" in report.problems[0]
+
+
+def test_the_shipped_mtu_is_refused_per_netdev_and_for_the_link() -> None:
+    link = Interconnect(interface="enp1s0f0np0", hcas=BOTH_HALVES)
+    report = link_report("spark02", facts("gb10-as-shipped", ("enp1s0f0np0",)), link, accept_sockets=False, gb10=True)
+    assert len(report.problems) == 2  # the link interface is rocep1s0f0's netdev: named once
+    assert all("has MTU 1500" in p and "mtu 9000" in p for p in report.problems)
+    assert any("enP2p1s0f0np0 (the netdev of roceP2p1s0f0)" in p for p in report.problems)
+
+
+def test_a_down_or_unknown_hca_is_refused() -> None:
+    link = Interconnect(interface="enp1s0f0np0", hcas=["rocep1s0f0", "roceP2p1s0f0", "rocep1s0f1", "mlx5_9"])
+    problems = link_report("spark01", facts("gb10-one-cable"), link, accept_sockets=False, gb10=True).problems
+    assert any("rocep1s0f1 port 1 is DOWN (3: Disabled), not ACTIVE" in p for p in problems)
+    assert any("mlx5_9 (ray_cluster_hcas) does not exist; the host has roceP2p1s0f0" in p for p in problems)
+
+
+def test_a_slow_negotiated_rate_warns_on_a_spark() -> None:
+    slow = facts("gb10-one-cable")
+    slow.rdma_ports[0] = slow.rdma_ports[0].model_copy(update={"rate": "100 Gb/sec (4X EDR)"})
+    link = Interconnect(interface="enp1s0f0np0", hcas=BOTH_HALVES)
+    report = link_report("spark01", slow, link, accept_sockets=False, gb10=True)
+    assert report.problems == [] and "negotiated 100 Gb/s" in report.warnings[0]
+
+
+def test_tcp_only_is_refused_unless_accepted_with_its_cost() -> None:
+    link = Interconnect(interface="eth1")
+    refused = link_report("ray-head", facts("sandbox-veth", ("eth1",)), link, accept_sockets=False, gb10=False)
+    assert refused.transport == "sockets" and len(refused.problems) == 1
+    assert "no RDMA device (TCP only)" in refused.problems[0]
+    assert "ray_cluster_accept_sockets: true" in refused.problems[0] and "23.7 GB/s" in refused.problems[0]
+    accepted = link_report("ray-head", facts("sandbox-veth", ("eth1",)), link, accept_sockets=True, gb10=False)
+    assert accepted.problems == [] and "(accepted: ray_cluster_accept_sockets)" in accepted.warnings[0]
+    assert any("MTU 1500" in w for w in accepted.warnings)
+
+
+def test_sockets_beside_active_rdma_names_the_devices() -> None:
+    report = link_report(
+        "spark01", facts("gb10-one-cable"), Interconnect(interface="enp1s0f0np0"), accept_sockets=False, gb10=True
+    )
+    assert "ACTIVE RDMA devices roceP2p1s0f0, rocep1s0f0 but ray_cluster_hcas is empty" in report.problems[0]
+
+
+@pytest.mark.parametrize(
+    ("version", "refused"),
+    [("2.29.7", True), ("2.30.3", True), ("2.30.4", False), ("2.31.0", False), ("2.30.4-1+cuda13.0", False)],
+)
+def test_nccl_before_2_30_4_is_refused_for_graphs_across_nodes(version: str, refused: bool) -> None:
+    problem = nccl_graphs_problem(version, "nvidia-nccl-cu13 in the release lock", ["big"])
+    assert (problem is not None) is refused
+    if problem:
+        assert "big captures CUDA graphs across nodes" in problem and "intent.profile: memory-saver" in problem
+    assert nccl_graphs_problem(version, "lock", []) is None  # eager everywhere: no graphs cross a node
+
+
+def test_ib_write_bw_results_parse_in_gbits_and_mbytes() -> None:
+    assert parse_ib_write_bw((LINK / "ib_write_bw-gb10-healthy.txt").read_text()) == pytest.approx(97.28)
+    assert parse_ib_write_bw((LINK / "ib_write_bw-gb10-degraded.txt").read_text()) == pytest.approx(13.23)
+    # perftest's MB/s table (a row from openucx/ucx#8851's ib_read_bw run).
+    table = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
+    table += " 65536      1000             23000.10           22950.00             0.350188\n"
+    assert parse_ib_write_bw(table) == pytest.approx(22950.0 * 8 / 1000)
+    with pytest.raises(ValueError, match="no ib_write_bw result table"):
+        parse_ib_write_bw(" Couldn't connect to 10.0.0.2:18515\n")
+
+
+def test_iperf3_json_parses_and_its_error_is_named() -> None:
+    assert parse_iperf3((LINK / "iperf3-loopback.json").read_text()) > 1.0
+    with pytest.raises(ValueError, match="Connection refused"):
+        parse_iperf3((LINK / "iperf3-refused.json").read_text())
+    with pytest.raises(ValueError, match="did not print JSON"):
+        parse_iperf3("iperf3: error - unable to connect")
+
+
+def test_the_doctor_is_red_below_half_of_a_sparks_device() -> None:
+    found = facts("gb10-one-cable")
+    expected = expected_gbps("ib_write_bw", found, "rocep1s0f0", gb10=True)
+    assert expected == GB10_DEVICE_GBPS
+    healthy = LinkMeasurement(
+        peer="spark02", device="rocep1s0f0", tool="ib_write_bw", output=(LINK / "ib_write_bw-gb10-healthy.txt").read_text()
+    )
+    degraded = healthy.model_copy(update={"output": (LINK / "ib_write_bw-gb10-degraded.txt").read_text()})
+    assert judge_measurement(healthy, expected)[0] == "green"
+    status, detail = judge_measurement(degraded, expected)
+    assert status == "red" and detail.startswith("13.2 Gb/s (ib_write_bw), below half of the expected 100")
+    assert "#108" in detail
+    failed = healthy.model_copy(update={"rc": 1, "output": "Couldn't connect"})
+    assert judge_measurement(failed, expected) == (
+        "red",
+        "ib_write_bw exited 1: Couldn't connect",
+    )
+
+
+def test_tcp_is_judged_against_the_interface_speed_or_yellow_without_one() -> None:
+    found = facts("sandbox-veth", ("eth1",))
+    assert expected_gbps("iperf3", found, "eth1", gb10=False) == 10.0
+    run = LinkMeasurement(
+        peer="ray-worker", device="eth1", tool="iperf3", output=(LINK / "iperf3-loopback.json").read_text()
+    )
+    assert judge_measurement(run, 10.0)[0] == "green"
+    assert judge_measurement(run, None)[0] == "yellow"
+
+
+@given(measured=st.floats(min_value=0.01, max_value=400), expected=st.floats(min_value=1, max_value=400))
+def test_the_verdict_follows_the_share_of_the_expected_rate(measured: float, expected: float) -> None:
+    output = json.dumps({"end": {"sum_received": {"bits_per_second": measured * 1e9}}})
+    status, _ = judge_measurement(LinkMeasurement(peer="p", device="eth1", tool="iperf3", output=output), expected)
+    share = measured / expected
+    assert status == ("red" if share < 0.5 else "yellow" if share < 0.8 else "green")
+
+
+def test_the_preflight_refuses_the_gb10_lock_nccl_for_a_graph_instance_over_two_sparks() -> None:
+    lock = (LINK.parent / "locks" / "gb10-vllm-0.32.0.lock").read_text()
+    version = lock.split("nvidia-nccl-cu13==", 1)[1].split()[0]
+    assert version == "2.29.7"
+    members = {name: spark_facts.read_link(str(LINK / "gb10-one-cable"), ["enp1s0f0np0"]) for name in ("s1", "s2")}
+    instances = [
+        {"name": "big", "model": "m", "intent": {"nodes": 2, "tensor_parallel_size": 2}},
+        {"name": "eager", "model": "m", "intent": {"nodes": 2, "profile": "memory-saver"}},
+        {"name": "one", "model": "m", "intent": {"nodes": 1}},
+    ]
+    settings = {
+        "interface": "enp1s0f0np0",
+        "hcas": BOTH_HALVES,
+        "platform": "gb10",
+        "nccl": {"version": version, "where": "nvidia-nccl-cu13 in the release lock"},
+        "instances": instances,
+    }
+    result = link_check(members, settings)
+    assert result["warnings"] == [] and len(result["problems"]) == 1
+    assert result["problems"][0].startswith("NCCL 2.29.7 (nvidia-nccl-cu13 in the release lock)")
+    assert ", and big captures CUDA graphs across nodes" in result["problems"][0]  # not the eager one
+    # The cpu platform captures no graphs; the sandbox's TCP link passes once accepted.
+    sandbox = {"h": spark_facts.read_link(str(LINK / "sandbox-veth"), ["eth1"])}
+    cpu = link_check(sandbox, {"interface": "eth1", "platform": "cpu", "accept_sockets": True, "instances": instances})
+    assert cpu["problems"] == [] and len(cpu["warnings"]) == 2
+    with pytest.raises(PlanError, match="ray_cluster_accept_sockets"):
+        link_check(sandbox, {"interface": "eth1", "accept_sockets": "yes"})
+
+
+def test_the_doctor_reports_the_preflight_and_each_measurement_of_the_link() -> None:
+    from sparkfleet.doctor import Status, diagnose
+
+    degraded = (LINK / "ib_write_bw-gb10-degraded.txt").read_text()
+    healthy = (LINK / "ib_write_bw-gb10-healthy.txt").read_text()
+    link = {
+        "interface": "enp1s0f0np0",
+        "hcas": BOTH_HALVES,
+        "platform": "gb10",
+        "facts": spark_facts.read_link(str(LINK / "gb10-one-cable"), ["enp1s0f0np0"]),
+        "measurements": [
+            {"peer": "spark02", "device": "rocep1s0f0", "tool": "ib_write_bw", "output": healthy},
+            {"peer": "spark02", "device": "roceP2p1s0f0", "tool": "ib_write_bw", "output": degraded},
+        ],
+    }
+    findings = {f"{f.area}: {f.check}": f for f in diagnose({"link": link}, "spark01")}
+    assert findings["link: preflight"].status is Status.GREEN
+    assert findings["link: bandwidth to spark02 over rocep1s0f0"].status is Status.GREEN
+    assert findings["link: bandwidth to spark02 over roceP2p1s0f0"].status is Status.RED
+    shipped = {**link, "facts": spark_facts.read_link(str(LINK / "gb10-as-shipped"), []), "measurements": []}
+    reds = [f for f in diagnose({"link": shipped}, "spark01") if f.status is Status.RED]
+    assert len(reds) == 2 and all("MTU 1500" in f.detail for f in reds)
+
+
+def test_the_doctor_reads_the_loop_results_ansible_registered() -> None:
+    from sparkfleet.doctor import Status, diagnose
+
+    link = {
+        "interface": "eth1",
+        "accept_sockets": True,
+        "facts": spark_facts.read_link(str(LINK / "sandbox-veth"), ["eth1"]),
+        "tool": "iperf3",
+        "devices": ["eth1"],
+        "runs": [
+            {"item": ["ray-worker", 0], "rc": 0, "stdout": (LINK / "iperf3-loopback.json").read_text(), "cmd": ["x"]},
+            {"item": ["ray-other", 0], "rc": 1, "stdout": (LINK / "iperf3-refused.json").read_text()},
+        ],
+    }
+    findings = {f"{f.area}: {f.check}": f for f in diagnose({"link": link}, "ray-head")}
+    assert findings["link: preflight"].status is Status.YELLOW  # TCP only, accepted
+    assert findings["link: bandwidth to ray-worker over eth1"].status is Status.GREEN
+    refused = findings["link: bandwidth to ray-other over eth1"]
+    assert refused.status is Status.RED and "Connection refused" in refused.detail
