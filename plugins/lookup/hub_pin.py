@@ -22,9 +22,9 @@ options:
     type: raw
     required: true
   pin_dir:
-    description: Controller directory where pins are kept.
+    description: Controller directory where pins are kept (model_stage passes C(model_stage_pin_dir), the one default).
     type: str
-    default: "~/.cache/sparkfleet/hub-pins"
+    required: true
   repin:
     description: Resolve every branch or tag again and keep the new commit.
     type: bool
@@ -44,7 +44,7 @@ requirements:
 EXAMPLES = r"""
 - name: Pin the hub models
   ansible.builtin.set_fact:
-    __pins: "{{ query('sparkfleet.vllm.hub_pin', [{'id': 'nvidia/Qwen3.6-35B-A3B-NVFP4'}]) }}"
+    __pins: "{{ query('sparkfleet.vllm.hub_pin', [{'id': 'nvidia/Qwen3.6-35B-A3B-NVFP4'}], pin_dir='~/.cache/sparkfleet/hub-pins') }}"
 """
 
 RETURN = r"""
