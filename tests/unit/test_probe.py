@@ -166,3 +166,59 @@ def test_bench_hands_the_key_from_the_units_environment_to_vllm_bench_and_nowher
     )
     assert "OPENAI_API_KEY=bench-key-not-a-secret" in done.stdout.splitlines()
     assert "VLLM_API_KEY" not in done.stdout
+
+
+LINK_FIXTURES = ROOT / "tests" / "fixtures" / "link"
+
+
+def test_a_rank_left_in_a_gone_group_is_found_in_the_real_socket_tables() -> None:
+    # Recorded on the Molecule cluster's worker: rank 0 on 10.89.0.6 restarted alone, then rank 1 joined again.
+    stale = [str(LINK_FIXTURES / "proc-net-tcp-rank1-stale.txt"), str(LINK_FIXTURES / "proc-net-tcp6-rank1-stale.txt")]
+    joined = [str(LINK_FIXTURES / "proc-net-tcp6-rank1-joined.txt")]
+    assert probe.closed_by_peer("10.89.0.6", 29500, stale) == 1
+    assert probe.closed_by_peer("10.89.0.6", 29500, joined) == 0
+    assert probe.closed_by_peer("10.89.0.6", 29501, stale) == 0
+    assert probe.closed_by_peer("10.89.0.5", 29500, stale) == 0
+
+
+def test_ipv4_rows_decode_too(tmp_path: Path) -> None:
+    table = tmp_path / "tcp"
+    table.write_text(
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+        "   0: 0700590A:84B8 0600590A:733C 08 00000000:00000001 00:00000000 00000000   997        0 1 1\n"
+        "   1: 0700590A:84B9 0600590A:733C 01 00000000:00000000 00:00000000 00000000   997        0 2 1\n"
+    )
+    assert probe.closed_by_peer("10.89.0.6", 29500, [str(table), str(tmp_path / "missing")]) == 1
+
+
+def rank_plan(tmp_path: Path) -> str:
+    plan = tmp_path / "tiny-tp.plan.json"
+    argv = ["--nnodes", "2", "--node-rank", "1", "--master-addr", "10.89.0.6", "--master-port", "29500", "--headless"]
+    plan.write_text(json.dumps({"argv": argv}))
+    return str(plan)
+
+
+def test_the_group_watchdog_restarts_a_rank_whose_group_is_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    host = FakeHost(monkeypatch)
+    closed = {"n": 1}
+    monkeypatch.setattr(
+        probe, "closed_by_peer", lambda master, port: closed["n"] if (master, port) == ("10.89.0.6", 29500) else 0
+    )
+    args = SimpleNamespace(unit="sparkfleet-vllm-tiny-tp.service", plan=rank_plan(tmp_path))
+    probe.rank(args)
+    assert host.restarts == [["systemctl", "restart", "--no-block", "sparkfleet-vllm-tiny-tp.service"]]
+    closed["n"] = 0
+    probe.rank(args)
+    assert len(host.restarts) == 1  # in its group: left alone
+    closed["n"] = 1
+    host.active = "activating"
+    probe.rank(args)
+    assert len(host.restarts) == 1  # starting (or a restart queued): not its turn
+
+
+def test_the_group_watchdog_refuses_a_plan_that_is_not_a_rank(tmp_path: Path) -> None:
+    plan = tmp_path / "one.plan.json"
+    plan.write_text(json.dumps({"argv": ["--port", "8000"]}))
+    with pytest.raises(SystemExit) as exc:
+        probe.rank(SimpleNamespace(unit="u", plan=str(plan)))
+    assert exc.value.code == 2

@@ -11,10 +11,15 @@ bench     run `vllm bench serve` (the arguments after --) with the instance's AP
 watchdog  one check for the instance's watchdog timer: the known-answer check with a deadline. It stands
           down while the instance has not been ready since its last start (still loading), counts
           consecutive failures in a state file, and restarts the unit after N of them, saying why.
+rank      one check for a headless rank of a native multi-node instance (the group watchdog on a member):
+          when rank 0 at the plan's --master-addr/--master-port has closed this rank's connection to its
+          rendezvous store (CLOSE-WAIT: rank 0 restarted or stopped), the group this rank joined is gone and
+          vLLM's headless rank would wait in it forever; restart the rank so it joins rank 0's next group.
 The API key is read from the instance's environment file (root, 0600), never from argv.
 """
 
 import argparse
+import ipaddress
 import json
 import math
 import os
@@ -244,9 +249,64 @@ def watchdog(args, check, key):
     save_state(args.state, state)
 
 
+CLOSE_WAIT = "08"  # include/net/tcp_states.h
+
+
+def _address(hex_address):
+    """An address of /proc/net/tcp{,6}: IPv4 as one little-endian word, IPv6 as four."""
+    raw = bytes.fromhex(hex_address)
+    if len(raw) == 4:
+        return ipaddress.ip_address(raw[::-1])
+    address = ipaddress.IPv6Address(b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
+    return address.ipv4_mapped or address
+
+
+def closed_by_peer(master, port, tables=("/proc/net/tcp", "/proc/net/tcp6")):
+    """How many connections to master:port its peer has closed while this side still holds them."""
+    wanted = ipaddress.ip_address(master)
+    count = 0
+    for table in tables:
+        try:
+            with open(table, encoding="ascii") as handle:
+                rows = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) < 4 or fields[3] != CLOSE_WAIT:
+                continue
+            remote, remote_port = fields[2].rsplit(":", 1)
+            if int(remote_port, 16) == port and _address(remote) == wanted:
+                count += 1
+    return count
+
+
+def plan_argument(argv, flag):
+    return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
+
+
+def rank(args):
+    with open(args.plan, encoding="utf-8") as handle:
+        argv = json.load(handle)["argv"]
+    master, port = plan_argument(argv, "--master-addr"), plan_argument(argv, "--master-port")
+    if not master or not port:
+        print(f"{args.plan} has no --master-addr/--master-port: not a rank of a multi-node instance")
+        sys.exit(2)
+    active, _since, job_queued = unit_state(args.unit)
+    if active != "active" or job_queued:
+        return
+    closed = closed_by_peer(master, int(port))
+    if closed:
+        print(
+            f"{args.unit}: rank 0 at {master}:{port} closed {closed} of this rank's connections to the group's store: "
+            "the group is gone; restarting this rank so it joins the next one"
+        )
+        subprocess.run(["systemctl", "restart", "--no-block", args.unit], check=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["ready", "watchdog", "bench"])
+    parser.add_argument("mode", choices=["ready", "watchdog", "bench", "rank"])
     parser.add_argument("--unit")
     parser.add_argument("--url", help="base URL, e.g. http://127.0.0.1:8000")
     parser.add_argument("--plan", help="the instance's plan.json (holds the warm-up request)")
@@ -268,6 +328,11 @@ def main():
         if key:
             env["OPENAI_API_KEY"] = key
         os.execvpe(command[0], command, env)
+    if args.mode == "rank":
+        if not (args.unit and args.plan):
+            parser.error("rank needs --unit and --plan")
+        rank(args)
+        return
     if not (args.unit and args.url and args.plan and args.env_file):
         parser.error(f"{args.mode} needs --unit, --url, --plan and --env-file")
     with open(args.plan, encoding="utf-8") as handle:
