@@ -58,7 +58,7 @@ class RdmaPort(Strict):
 
     @property
     def active(self) -> bool:
-        return self.state.split(":")[-1].strip().upper() == "ACTIVE"
+        return self.state.rsplit(":", maxsplit=1)[-1].strip().upper() == "ACTIVE"
 
     @property
     def rate_gbps(self) -> float | None:
@@ -66,7 +66,7 @@ class RdmaPort(Strict):
         return float(found[1]) if found else None
 
     def state_word(self) -> str:
-        return self.state.split(":")[-1].strip() or "unknown"
+        return self.state.rsplit(":", maxsplit=1)[-1].strip() or "unknown"
 
 
 class NetDev(Strict):
