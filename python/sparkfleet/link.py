@@ -98,13 +98,16 @@ def link_facts(raw: object, label: str = "spark_facts.link") -> LinkFacts:
         raise from_validation(exc, label) from exc
 
 
-def _mtu_problem(host: str, name: str, dev: NetDev | None, why: str) -> str | None:
+def _mtu_problem(host: str, name: str, dev: NetDev | None, why: str, rdma: bool) -> str | None:
     if dev is None or dev.mtu is None or dev.mtu >= JUMBO_MTU:
         return None
-    return (
-        f"{host}: {name} ({why}) has MTU {dev.mtu}: RoCE between Sparks needs {JUMBO_MTU} on every port NCCL "
-        f"uses (ip link set dev {name} mtu {JUMBO_MTU}; {SOURCE_HALVES})"
+    needs = (
+        f"RoCE between Sparks needs {JUMBO_MTU} on every port NCCL uses"
+        if rdma
+        else f"NCCL's sockets carry each tensor in six times as many packets as at {JUMBO_MTU}, the MTU both ends "
+        "of a Spark link are set to"
     )
+    return f"{host}: {name} ({why}) has MTU {dev.mtu}: {needs} (ip link set dev {name} mtu {JUMBO_MTU}; {SOURCE_HALVES})"
 
 
 def link_report(host: str, facts: LinkFacts, link: Interconnect, accept_sockets: bool, gb10: bool) -> LinkReport:
@@ -128,7 +131,7 @@ def link_report(host: str, facts: LinkFacts, link: Interconnect, accept_sockets:
             warnings.append(f"{message} (accepted: ray_cluster_accept_sockets)")
         else:
             problems.append(f"{message}; to run on sockets anyway set ray_cluster_accept_sockets: true")
-        iface_mtu = _mtu_problem(host, link.interface, facts.netdevs.get(link.interface), "the cluster link")
+        iface_mtu = _mtu_problem(host, link.interface, facts.netdevs.get(link.interface), "the cluster link", False)
         if iface_mtu:
             warnings.append(iface_mtu)
         return LinkReport(transport="sockets", problems=problems, warnings=warnings)
@@ -152,7 +155,7 @@ def link_report(host: str, facts: LinkFacts, link: Interconnect, accept_sockets:
                 "check the cable (a 100G cable or a port forced down)"
             )
         for name in port.netdevs:
-            mtu = _mtu_problem(host, name, facts.netdevs.get(name), f"the netdev of {hca}")
+            mtu = _mtu_problem(host, name, facts.netdevs.get(name), f"the netdev of {hca}", True)
             if mtu:
                 problems.append(mtu)
     missing = [d for d in active if d not in link.hcas]
@@ -163,7 +166,7 @@ def link_report(host: str, facts: LinkFacts, link: Interconnect, accept_sockets:
             f"[{', '.join(sorted(set(link.hcas) | set(missing)))}]"
         )
     judged = {name for hca in link.hcas if hca in by_device for name in by_device[hca].netdevs}
-    iface_mtu = _mtu_problem(host, link.interface, facts.netdevs.get(link.interface), "the cluster link")
+    iface_mtu = _mtu_problem(host, link.interface, facts.netdevs.get(link.interface), "the cluster link", True)
     if iface_mtu and link.interface not in judged:
         problems.append(iface_mtu)
     return LinkReport(transport="rdma", problems=problems, warnings=warnings)

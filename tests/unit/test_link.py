@@ -96,7 +96,8 @@ def test_tcp_only_is_refused_unless_accepted_with_its_cost() -> None:
     assert "ray_cluster_accept_sockets: true" in refused.problems[0] and "23.7 GB/s" in refused.problems[0]
     accepted = link_report("ray-head", facts("sandbox-veth", ("eth1",)), link, accept_sockets=True, gb10=False)
     assert accepted.problems == [] and "(accepted: ray_cluster_accept_sockets)" in accepted.warnings[0]
-    assert any("MTU 1500" in w for w in accepted.warnings)
+    mtu_warning = next(w for w in accepted.warnings if "MTU 1500" in w)
+    assert "RoCE" not in mtu_warning and "sockets" in mtu_warning and "mtu 9000" in mtu_warning
 
 
 def test_sockets_beside_active_rdma_names_the_devices() -> None:
