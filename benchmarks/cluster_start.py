@@ -31,9 +31,11 @@ INVENTORY = ROOT / "extensions" / "molecule" / "cluster" / "inventory" / "hosts.
 HEAD, WORKER = "ray-head", "ray-worker"
 GROUP, SOLO = "tiny-tp", "tiny-solo"
 SOLO_PORT = 8100
-# The readiness probe the role installs, and where vllm_serve writes each instance's plan and key.
-PROBE = "/usr/local/libexec/sparkfleet/sparkfleet_probe.py"
-CONFIG_DIR = "/etc/sparkfleet"
+# The readiness probe the role installs, and where vllm_serve writes each instance's plan and key: the
+# paths the roles use, read from their one default.
+_LAYOUT = yaml.safe_load((ROOT / "roles" / "sparkfleet" / "defaults" / "main.yml").read_text())
+PROBE = f"{_LAYOUT['sparkfleet_libexec_dir']}/sparkfleet_probe.py"
+CONFIG_DIR = _LAYOUT["sparkfleet_config_dir"]
 # The two-node intent's own keys: the one-node instance keeps everything else.
 MULTI_NODE_KEYS = ("nodes", "tensor_parallel_size", "pipeline_parallel_size", "cluster_backend")
 
