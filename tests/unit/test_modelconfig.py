@@ -49,7 +49,7 @@ def test_mla_deepseek_v3_keeps_one_latent_per_layer() -> None:
     # 61 layers x (512 + 64) x 2 bytes = 70,272 bytes (~69 KiB) per token, the figure DeepSeek's MLA is known for.
     assert bf16_bytes_per_token(profile) == 61 * 576 * 2
     assert profile.speculative.mtp and profile.speculative.mtp_layers == 1
-    assert profile.trust_remote_code
+    assert profile.config_auto_map and profile.model_type == "deepseek_v3"
 
 
 def test_nemotron_nas_super_49b_caches_its_49_attention_blocks_not_80() -> None:
@@ -58,7 +58,7 @@ def test_nemotron_nas_super_49b_caches_its_49_attention_blocks_not_80() -> None:
     profile = from_fixture("nvidia--Llama-3_3-Nemotron-Super-49B-v1", weights=93 * GIB)
     assert (profile.num_layers, profile.full_attention_layers, profile.kv_heads, profile.head_dim) == (80, 49, 8, 128)
     assert bf16_bytes_per_token(profile) == 200_704
-    assert profile.trust_remote_code and not profile.quirks
+    assert profile.config_auto_map and profile.model_type == "nemotron-nas" and not profile.quirks
 
 
 def test_gemma3_global_every_sixth_layer_from_the_pattern() -> None:

@@ -32,7 +32,7 @@ TARGET = "0.32.0"
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 # Where a model is staged on the host: profiles whose draft lies inside the model are planned from here.
 STAGED = "/var/lib/sparkfleet/models"
-# Every catalog plan is made with the user's consent to run a repository's code (most ship some).
+# Every catalog plan is made with the user's consent to run a repository's code, where vLLM needs it.
 INTENTS = {
     "default": Intent(trust_remote_code=True),
     "memory-saver": Intent(trust_remote_code=True, profile="memory-saver", max_context=16384, concurrency=1),
