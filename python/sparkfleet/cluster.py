@@ -181,6 +181,9 @@ class NcclLibraries(Strict):
     system_version: str | None = None
 
 
+NCCL_NVLS = "NVIDIA/nccl#2167 (NVLS on a cluster without NVLink hangs weight loading; NCCL_NVLS_ENABLE=0 cures it)"
+
+
 def nccl_choice(found: NcclLibraries, wanted: Literal["pip", "system"], host: str) -> tuple[str, list[EnvVar]]:
     """One NCCL for every process: the chosen library is preloaded and handed to vLLM's own NCCL wrapper."""
     path = found.pip if wanted == "pip" else found.system
@@ -200,6 +203,12 @@ def nccl_choice(found: NcclLibraries, wanted: Literal["pip", "system"], host: st
     env = [
         EnvVar(name="LD_PRELOAD", value=path, reason="torch and NCCL users load this one NCCL", source=NCCL_HANG),
         EnvVar(name="VLLM_NCCL_SO_PATH", value=path, reason="vLLM's pynccl loads the same library", source=NCCL_HANG),
+        EnvVar(
+            name="NCCL_NVLS_ENABLE",
+            value="0",
+            reason="Sparks have no NVLink: NCCL 2.30's NVLS path hangs MoE weight loading across Sparks",
+            source=NCCL_NVLS,
+        ),
     ]
     return report, env
 

@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError
 from .cluster import Interconnect
 from .errors import PlanError, from_validation
 from .models import Strict
+from .release import NCCL_GRAPHS_MIN
 from .sources import SEED_GUIDE
 
 JUMBO_MTU = 9000
@@ -35,7 +36,6 @@ SOURCE_GRAPHS = "vllm-project/vllm#52504 (CUDA graphs across nodes need NCCL 2.3
 # perftest's RC WRITE fails above 64 KiB messages on GB10 while NCCL is fine (linux-rdma/perftest#394).
 IB_WRITE_BW_MESSAGE_BYTES = 65536
 SOURCE_PERFTEST = "linux-rdma/perftest#394 (ib_write_bw RC WRITE fails above 64 KiB on GB10)"
-NCCL_GRAPHS_MIN = (2, 30, 4)
 SOCKETS_COST = (
     f"NCCL over TCP sockets runs at a tenth to a twentieth of RoCE ({SEED_GUIDE} §13; a Spark pair measured "
     "3 GB/s busbw against 23.7 GB/s on both RoCE halves, dgx-spark-playbooks#103)"
@@ -187,7 +187,8 @@ def nccl_graphs_problem(version: str | None, where: str, graph_instances: list[s
     return (
         f"NCCL {version} ({where}) is older than {'.'.join(map(str, NCCL_GRAPHS_MIN))}, and "
         f"{', '.join(graph_instances)} capture{'s' if len(graph_instances) == 1 else ''} CUDA graphs across nodes "
-        f"({SOURCE_GRAPHS}): pin nvidia-nccl-cu13 2.30.4 or later in the release, or ray_cluster_nccl: system "
+        f"({SOURCE_GRAPHS}): re-run vllm_install with ray_cluster_head set (a multi-node gb10 release overrides "
+        f"NCCL), or ray_cluster_nccl: system "
         f"with libnccl2 2.30.4 or later, or intent.profile: memory-saver (eager, no graphs) on "
         f"{'it' if len(graph_instances) == 1 else 'them'}"
     )

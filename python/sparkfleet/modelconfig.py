@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .contextlimit import context_limit
 from .errors import PlanError
 from .models import (
     GIB,
@@ -353,6 +354,7 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
     if sliding and not window:
         raise PlanError("model", f"{source}: {sliding} sliding-attention layers but no sliding_window")
     cfg = f"{source} (config.json)"
+    limit = context_limit(text)
     architecture = str((config.get("architectures") or ["unknown"])[0])
     state_layers = _state_layers(text, state, source)
     full_shape = _full_attention_shape(text, int(kv_heads), int(head_dim)) if full else None
@@ -363,6 +365,7 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
             ("kv_heads", True),
             ("head_dim", True),
             ("native_max_context", True),
+            ("config_max_length", limit.allowed > limit.derived),
             ("hidden_size", True),
             ("sliding_window", bool(window)),
             ("mla", bool(mla)),
@@ -387,7 +390,8 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         full_attention_shape=full_shape,
         mla=mla,
         state_layers=state_layers,
-        native_max_context=int(_first(text, "max_position_embeddings", "max_seq_len", "seq_length") or 4096),
+        native_max_context=limit.derived,
+        config_max_length=limit.allowed if limit.allowed > limit.derived else None,
         checkpoint_format=checkpoint_format(config),
         dtype="float16" if _model_dtype(text) == "float16" else "bfloat16",
         moe=bool(_first(text, "num_experts", "num_local_experts", "n_routed_experts")),

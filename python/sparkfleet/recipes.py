@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from .errors import from_validation
 from .models import Platform, Strict, known_capabilities
 from .release import GB10_CUDA_SOURCE, INDEX_STRATEGY, Lock, LockRequest, Target, lock_release_id, target_for
+from .versions import NEWEST_RELEASE
 
 _VERSION = re.compile(r"^\d+(\.\d+){1,3}([.+-]?[A-Za-z0-9.]+)*$", re.ASCII)
 # A git ref: a branch, tag or commit; no leading '-' (it would be read as an option) and no '..'.
@@ -77,6 +78,19 @@ class InstallInputs(Strict):
     # What a fork (or a patched release) carries beyond vllm_version, e.g. dflash on a 0.19 fork.
     capabilities: tuple[str, ...] = ()
     cuda_home: str = "/usr/local/cuda"
+    # The host is a member of a multi-Spark cluster (ray_cluster_head set): NCCL must carry graphs across nodes.
+    multi_node: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _newest_release_by_default(cls, values: object) -> object:
+        """An empty vllm_version takes the newest release the platform publishes (versions.NEWEST_RELEASE)."""
+        if isinstance(values, dict) and not values.get("vllm_version"):
+            platform = values.get("platform")
+            platform = platform.value if isinstance(platform, Platform) else platform
+            if isinstance(platform, str) and platform in NEWEST_RELEASE:
+                return {**values, "vllm_version": NEWEST_RELEASE[platform]}
+        return values
 
     @field_validator("uv_version", "vllm_version")
     @classmethod
@@ -241,6 +255,7 @@ def lock_request(
         find_links=inputs.lock_find_links,
         extra_packages=pkgs.extra_packages,
         excludes=pkgs.excludes,
+        multi_node=inputs.multi_node,
     )
 
 

@@ -129,6 +129,10 @@ class LockRequest(Strict):
     find_links: tuple[str, ...] = ()
     extra_packages: tuple[str, ...] = ()
     excludes: tuple[str, ...] = ()
+    # The release serves instances that span Sparks: its NCCL must carry CUDA graphs across nodes.
+    multi_node: bool = False
+    # Requirements that replace what the release's own packages pin (uv --overrides).
+    overrides: tuple[str, ...] = ()
 
     def fingerprint(self) -> str:
         return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
@@ -188,7 +192,31 @@ def fork_requirement_lines(files: Mapping[str, str], entry: str) -> list[str]:
 INDEX_STRATEGY = "first-index"
 
 
-def compile_argv(request: LockRequest, uv: str, infile: str, excludes_file: str | None, outfile: str) -> list[str]:
+# CUDA graphs across nodes need NCCL 2.30.4 (vllm-project/vllm#52504); torch pins NCCL exactly, so a
+# multi-node gb10 release whose vLLM brings an older one overrides it with the series vLLM 0.33.0's torch
+# pins (2.30.7 on PyPI), never a newer series than a release has shipped with.
+NCCL_PACKAGE = "nvidia-nccl-cu13"
+NCCL_GRAPHS_MIN = (2, 30, 4)
+NCCL_MULTI_NODE = f"{NCCL_PACKAGE}>={'.'.join(map(str, NCCL_GRAPHS_MIN))},<2.31"
+
+
+def nccl_override(request: LockRequest, locked: Mapping[str, str]) -> str | None:
+    """The NCCL override a multi-node gb10 release needs, given what its first resolve locked; None if none."""
+    if not request.multi_node or request.platform is not Platform.GB10 or NCCL_PACKAGE not in locked:
+        return None
+    parts = tuple(int(p) for p in re.findall(r"\d+", locked[NCCL_PACKAGE])[:3])
+    return NCCL_MULTI_NODE if parts < NCCL_GRAPHS_MIN else None
+
+
+def compile_argv(
+    request: LockRequest,
+    uv: str,
+    infile: str,
+    outfile: str,
+    *,
+    excludes_file: str | None = None,
+    overrides_file: str | None = None,
+) -> list[str]:
     """The uv command that resolves the lock for the target from index metadata (no wheel download)."""
     argv = [
         uv,
@@ -215,6 +243,8 @@ def compile_argv(request: LockRequest, uv: str, infile: str, excludes_file: str 
         argv += ["--index-strategy", INDEX_STRATEGY]
     if excludes_file:
         argv += ["--excludes", excludes_file]
+    if overrides_file:
+        argv += ["--overrides", overrides_file]
     return argv
 
 
@@ -372,6 +402,13 @@ class Lock(Strict):
     request_fingerprint: str
     packages: dict[str, str]
     requirements: str
+    # When it was resolved (UTC, ISO 8601): nothing published later is in it, so a re-resolve with this
+    # cutoff (uv --exclude-newer, UV_EXCLUDE_NEWER) sees the index as this resolve did.
+    resolved_at: str | None = None
+
+    def same_packages(self, other: Lock) -> bool:
+        """The same release whatever a re-resolve's hashes say: equal names and versions (files are immutable)."""
+        return self.packages == other.packages and self.git_sha == other.git_sha
 
     def summary(self) -> dict[str, str | None]:
         """The packages an operator checks first (check mode and the CLI print these)."""

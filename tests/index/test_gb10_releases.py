@@ -20,13 +20,15 @@ from wheel_metadata import exact_pin, requires_dist
 
 from sparkfleet.cli import main
 from sparkfleet.errors import PlanError
+from sparkfleet.link import nccl_graphs_problem
 from sparkfleet.models import Platform
 from sparkfleet.recipes import inputs_from
 from sparkfleet.release import LockRequest, parse_lock, target_for
 from sparkfleet.resolver import compile_lock, download_wheelhouse, lock_for, uv_requirement
+from sparkfleet.versions import NEWEST_RELEASE
 
-# The oldest vLLM whose PyPI release resolves to a CUDA 13 torch on aarch64, and the default.
-GB10_FROM_PYPI = ["0.20.0", "0.32.0"]
+# The oldest vLLM whose PyPI release resolves to a CUDA 13 torch on aarch64, the one before the default, and the default.
+GB10_FROM_PYPI = ["0.20.0", "0.32.0", NEWEST_RELEASE["gb10"]]
 LOCAL_WHEELS = Path("/opt/wheels")
 
 
@@ -34,6 +36,13 @@ def gb10(**values: object):  # type: ignore[no-untyped-def]
     return lock_for(
         inputs_from({"platform": "gb10", "uv_version": "0.13.9", "vllm_version": "0.32.0", **values}), cache_dir=None
     )
+
+
+def test_an_empty_version_locks_the_newest_gb10_release() -> None:
+    lock = gb10(vllm_version="")
+    assert lock.packages["vllm"] == NEWEST_RELEASE["gb10"] == "0.33.0"
+    # vLLM 0.33.0's own torch pin, CUDA 13 (the issue's resolve of 2026-11: torch 2.14.0, FlashInfer 0.7.2.post1).
+    assert lock.packages["torch"] == exact_pin(requires_dist("vllm", "0.33.0"), "torch")
 
 
 @pytest.mark.parametrize("version", GB10_FROM_PYPI)
@@ -135,14 +144,15 @@ def test_the_cli_prints_the_lock_as_json_and_writes_the_file_a_fleet_commits(
     printed = json.loads(capsys.readouterr().out)
     assert {"release_id", "platform", "target", "python", "cuda", "packages", "requirements"} <= printed.keys()
     assert printed["platform"] == "gb10" and printed["python"] == "3.12" and printed["cuda"] == "13.0"
-    assert printed["packages"]["torch"] == "2.13.0" and "--hash=sha256:" in printed["requirements"]
+    assert printed["packages"]["vllm"] == "0.33.0" and printed["packages"]["torch"] == "2.14.0"
+    assert "--hash=sha256:" in printed["requirements"]
     assert json.loads(out.read_text()) == printed
 
 
 def test_the_cli_refuses_a_pin_that_cannot_resolve_with_the_reason_and_no_traceback(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["release", "lock", "--platform", "gb10", "--torch-version", "2.12.0"]) == 2
+    assert main(["release", "lock", "--platform", "gb10", "--vllm-version", "0.32.0", "--torch-version", "2.12.0"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("sparkfleet: --torch-version: no release resolves:")
     assert "vllm==0.32.0 depends on torch==2.13.0" in err and "Traceback" not in err
@@ -153,3 +163,16 @@ def test_uv_for_the_hosts_is_pinned_by_the_hash_of_every_file_the_index_has() ->
     hashes = re.findall(r"--hash=sha256:([0-9a-f]{64})", text)
     # uv 0.13.9 ships wheels for aarch64 and x86-64 manylinux and musllinux among others, and an sdist.
     assert text.startswith("uv==0.13.9 \\\n") and len(hashes) >= 10 and len(set(hashes)) == len(hashes)
+
+
+def test_a_multi_node_release_of_0_32_overrides_its_nccl_and_passes_the_link_preflight() -> None:
+    # vLLM 0.32.0's torch 2.13.0 pins NCCL 2.29.7, which the link preflight refuses for graphs across nodes.
+    single = gb10(vllm_version="0.32.0")
+    cluster = gb10(vllm_version="0.32.0", multi_node=True)
+    assert single.packages["nvidia-nccl-cu13"] == "2.29.7"
+    assert cluster.packages["nvidia-nccl-cu13"].startswith("2.30.") and cluster.packages["torch"] == "2.13.0"
+    assert nccl_graphs_problem(cluster.packages["nvidia-nccl-cu13"], "the release", ["qwen"]) is None
+    assert nccl_graphs_problem(single.packages["nvidia-nccl-cu13"], "the release", ["qwen"]) is not None
+    # The default release needs no override: its torch pins 2.30.7.
+    default = gb10(vllm_version="", multi_node=True)
+    assert default.packages["nvidia-nccl-cu13"] == gb10(vllm_version="").packages["nvidia-nccl-cu13"] == "2.30.7"

@@ -76,6 +76,8 @@ def test_one_nccl_is_chosen_and_preloaded_for_every_process() -> None:
     assert {e.name: e.value for e in env} == {
         "LD_PRELOAD": "/usr/lib/aarch64-linux-gnu/libnccl.so.2",
         "VLLM_NCCL_SO_PATH": "/usr/lib/aarch64-linux-gnu/libnccl.so.2",
+        # No NVLink between Sparks: NVLS stays off (NVIDIA/nccl#2167).
+        "NCCL_NVLS_ENABLE": "0",
     }
     assert "system NCCL 2.28.9" in report and "not the pip build" in report
 

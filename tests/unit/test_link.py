@@ -24,6 +24,7 @@ from sparkfleet.link import (
     parse_ib_write_bw,
     parse_iperf3,
 )
+from sparkfleet.versions import NEWEST_RELEASE
 
 LINK = Path(__file__).resolve().parents[1] / "fixtures" / "link"
 BOTH_HALVES = ["rocep1s0f0", "roceP2p1s0f0"]
@@ -202,6 +203,21 @@ def test_the_preflight_refuses_the_gb10_lock_nccl_for_a_graph_instance_over_two_
     assert cpu["problems"] == [] and len(cpu["warnings"]) == 2
     with pytest.raises(PlanError, match="ray_cluster_accept_sockets"):
         link_check(sandbox, {"interface": "eth1", "accept_sockets": "yes"})
+
+
+def test_two_sparks_on_the_default_release_pass_the_preflight_with_no_pin_of_the_users() -> None:
+    # The default gb10 release (vLLM 0.33.0) locks torch 2.14.0's NCCL 2.30.7 (resolved 2026-11-25).
+    lock = (LINK.parent / "locks" / f"gb10-vllm-{NEWEST_RELEASE['gb10']}.lock").read_text()
+    version = lock.split("nvidia-nccl-cu13==", 1)[1].split()[0]
+    members = {name: spark_facts.read_link(str(LINK / "gb10-one-cable"), ["enp1s0f0np0"]) for name in ("s1", "s2")}
+    settings = {
+        "interface": "enp1s0f0np0",
+        "hcas": BOTH_HALVES,
+        "platform": "gb10",
+        "nccl": {"version": version, "where": "nvidia-nccl-cu13 in the release lock"},
+        "instances": [{"name": "big", "model": "m", "intent": {"nodes": 2, "tensor_parallel_size": 2}}],
+    }
+    assert version == "2.30.7" and link_check(members, settings) == {"problems": [], "warnings": []}
 
 
 def test_the_doctor_reports_the_preflight_and_each_measurement_of_the_link() -> None:

