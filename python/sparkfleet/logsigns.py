@@ -69,7 +69,7 @@ SELECTIONS: tuple[Selection, ...] = (
         "MoE backend",
         re.compile(r"Using '(?P<value>[\w-]+)' (?:NvFp4|Fp8|MxFp8|MxFp4) MoE backend"),
         "--moe-backend",
-        "0.19-0.32",
+        "0.19-0.33",
         f"{SEED_GUIDE} §7.2.2; vLLM fused_moe/oracle/nvfp4.py",
     ),
     Selection(
@@ -214,6 +214,21 @@ def _same(asked: str, value: str) -> bool:
     return norm(asked) == norm(value)
 
 
+# vLLM fell back to Marlin for an NVFP4 MoE on its own: it works on sm_121, at a cost worth knowing.
+MARLIN_FALLBACK = (
+    "vLLM chose Marlin for the NVFP4 MoE on its own: the published aarch64 wheels carry no sm_121 code for "
+    "vLLM's own MoE kernels (vllm-project/vllm#50925), so FP4 weights are dequantized to BF16 on the fly, with "
+    "no FP4 tensor cores: long prompts prefill slower (time to first token; seed 002, measured GB10 performance), "
+    "decode is unharmed (seed 003: 16% faster than FlashInfer's sm_121 fallback). Its repacked weights keep "
+    "their size (4-bit, fp8 scales: vLLM marlin_utils_fp4.py). Pin --moe-backend marlin to make it the plan's "
+    "choice, or use a release with sm_121 MoE kernels"
+)
+
+
+def _marlin_fallback(seen: Seen, asked: str | None) -> bool:
+    return seen.what == "MoE backend" and "NvFp4 MoE" in seen.line and _same(seen.value, "marlin") and asked is None
+
+
 def judge(journal: str, argv: list[str]) -> list[tuple[Severity | None, str]]:
     """(severity, line) for the doctor: each selection against the plan's flag, then each signature.
 
@@ -223,7 +238,9 @@ def judge(journal: str, argv: list[str]) -> list[tuple[Severity | None, str]]:
     for seen in loaded(journal):
         selection = next(s for s in SELECTIONS if s.what == seen.what)
         asked = _asked(argv, selection.flag) if selection.flag else None
-        if asked is None:
+        if _marlin_fallback(seen, asked):
+            out.append((Severity.YELLOW, f"{seen.what}: {seen.value}: {MARLIN_FALLBACK}"))
+        elif asked is None:
             out.append((None, f"{seen.what}: {seen.value} (vLLM's choice)"))
         elif _same(asked, seen.value):
             out.append((None, f"{seen.what}: {seen.value} (as the plan asked, {selection.flag} {asked})"))

@@ -15,7 +15,7 @@ import pytest
 from sparkfleet import logsigns
 from sparkfleet.cli import main
 from sparkfleet.doctor import HostObservation, Status, host_findings, journal_pattern, log_findings
-from sparkfleet.logsigns import SELECTIONS, SIGNS, Severity
+from sparkfleet.logsigns import SELECTIONS, SIGNS, Severity, judge
 
 PREFIX = "(EngineCore pid=4242) INFO 11-24 02:56:41 "
 # entry name -> (a real line, the value read from it)
@@ -149,3 +149,13 @@ def test_explain_reads_a_pasted_log(tmp_path: Path, capsys: pytest.CaptureFixtur
     log.write_text(SIGN_LINES["FP4 GEMM on sm_120/121"])
     assert main(["explain", "--journal", str(log)]) == 1
     assert "RED" in capsys.readouterr().out
+
+
+def test_marlin_chosen_by_vllm_for_an_nvfp4_moe_is_yellow_with_its_cost() -> None:
+    # The exact line vLLM 0.32 and 0.33 log (fused_moe/oracle/nvfp4.py _make_log_backend).
+    line = "INFO [nvfp4.py:270] Using 'MARLIN' NvFp4 MoE backend out of potential backends: ['FLASHINFER_TRTLLM', 'MARLIN']."
+    (severity, detail), *_ = judge(line, ["vllm", "serve", "m"])
+    assert severity is Severity.YELLOW and "vllm-project/vllm#50925" in detail and "prefill slower" in detail
+    # Asked for by the plan, it is the plan's choice; an FP8 MoE on Marlin is not this case.
+    assert judge(line, ["vllm", "serve", "m", "--moe-backend", "marlin"])[0][0] is None
+    assert judge(line.replace("NvFp4", "Fp8"), ["vllm", "serve", "m"])[0][0] is None
