@@ -139,7 +139,7 @@ spark_facts:
       type: dict
     release:
       description:
-        - The release I(release_dir) points to (path, id, vllm_version, the lock's cuda, declared capabilities), when it exists;
+        - The release I(release_dir) points to (path, id, vllm_version, the lock's cuda and prebuilt FlashInfer kernels, declared capabilities), when it exists;
           with I(release_packages) also C(lock_packages) and C(installed_packages) (name to version).
       type: dict
     glibc:
@@ -450,6 +450,8 @@ def describe_release(release_dir, with_packages=False):
     lock = read_lock(real)
     if lock is not None:
         found.update(locked=True, cuda=lock.get("cuda"), source=lock.get("source"), vllm_package=lock.get("vllm_package"))
+        # FlashInfer's kernels prebuilt for its exact version, as the lock recorded it (None: compiled at first start).
+        found["prebuilt_kernels"] = lock.get("prebuilt_kernels")
     # What a fork release declared it carries beyond its version (vllm_install_capabilities).
     found["capabilities"] = (read_json(os.path.join(real, ".sparkfleet-release.json")) or {}).get("capabilities") or []
     if with_packages:

@@ -53,6 +53,7 @@ _HOST_KEYS = (
     "unified_memory",
     "vllm_version",
     "vllm_capabilities",
+    "flashinfer_kernels",
 )
 
 

@@ -18,6 +18,7 @@ from .cluster import Interconnect, package_differences
 from .link import LinkFacts, LinkMeasurement, expected_gbps, judge_measurement, link_report
 from .models import GIB
 from .monitoring import thresholds
+from .release import FLASHINFER_CUDA13_INDEX, prebuilt_kernels
 from .sources import SEED_NANO, SEED_SM121
 
 KV_TOLERANCE = 0.10  # beyond this the plan and vLLM disagree enough to look at
@@ -436,6 +437,26 @@ def lock_finding(release: dict[str, Any]) -> Finding:
     )
 
 
+def kernels_finding(release: dict[str, Any]) -> Finding | None:
+    """Whether the release carries FlashInfer's kernels prebuilt for its version, or compiles them at first start."""
+    locked: dict[str, str] = release.get("lock_packages") or {}
+    flashinfer = locked.get("flashinfer-python")
+    if flashinfer is None:
+        return None  # no FlashInfer (the cpu platform): nothing to compile
+    found = prebuilt_kernels(locked)
+    if found:
+        return Finding(area="release", check="kernels", status=Status.GREEN, detail=f"FlashInfer kernels prebuilt: {found}")
+    return Finding(
+        area="release",
+        check="kernels",
+        status=Status.YELLOW,
+        detail=f"FlashInfer {flashinfer} compiles its kernels at first start (the field reports about 17 min on a "
+        f"Spark with a fresh JIT cache): neither flashinfer-jit-cache nor flashinfer-cubin {flashinfer} is in the "
+        f"release; set vllm_install_flashinfer_index_url: {FLASHINFER_CUDA13_INDEX} where the controller reaches "
+        "FlashInfer's index (seed 000 §2.6)",
+    )
+
+
 def serve_findings(serve: ServeObservation, host: HostObservation | None, floor_fraction: float) -> list[Finding]:
     out: list[Finding] = []
     if serve.release is None:
@@ -450,6 +471,9 @@ def serve_findings(serve: ServeObservation, host: HostObservation | None, floor_
             )
         )
         out.append(lock_finding(serve.release))
+        kernels = kernels_finding(serve.release)
+        if kernels is not None:
+            out.append(kernels)
     if serve.plan_error:
         out.append(Finding(area="inventory", check="plan", status=Status.RED, detail=serve.plan_error))
     if serve.host_plan is not None and host is not None:

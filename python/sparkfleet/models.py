@@ -53,6 +53,9 @@ class HostFacts(Strict):
     vllm_version: str | None = None
     # Capabilities the release declares beyond its base version (a fork); versions.CAPABILITIES.
     vllm_capabilities: tuple[str, ...] = ()
+    # FlashInfer's kernels prebuilt in the release for its exact version (release.prebuilt_kernels); None: the
+    # first start compiles them.
+    flashinfer_kernels: str | None = None
 
     @field_validator("vllm_capabilities")
     @classmethod

@@ -632,7 +632,8 @@ def plan(
     footprint = nk.total + kv_bytes / GIB
     headroom = total - budget.reserve - budget.baseline - footprint
     # A Spark's first start compiles kernels beside the footprint: as many at once as the headroom holds.
-    jit_jobs = mem.jit_jobs(headroom) if host.platform is Platform.GB10 else 0
+    # ...unless the release carries FlashInfer's kernels prebuilt for its version (vllm download-kernels).
+    jit_jobs = mem.jit_jobs(headroom) if host.platform is Platform.GB10 and not host.flashinfer_kernels else 0
     settings = rules.Settings(
         host=host,
         profile=profile,

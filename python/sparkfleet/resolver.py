@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .errors import PlanError
+from .models import Platform
 from .recipes import InstallInputs, lock_request, target_of
 from .release import (
     PIN_VARIABLES,
@@ -33,6 +34,7 @@ from .release import (
     fork_requirement_lines,
     nccl_override,
     parse_lock,
+    prebuilt_kernels,
     requirements_in,
 )
 
@@ -117,7 +119,23 @@ def compile_lock(request: LockRequest, naming: Naming = "role", uv: str | None =
     if override:
         request = request.model_copy(update={"overrides": (*request.overrides, override)})
         text = _compile(request, uv, jit_version.version if jit_version else None, naming)
+    text = _with_cubins(request, text, uv, jit_version.version if jit_version else None, naming)
     return build_lock(request, text, naming).model_copy(update={"resolved_at": resolved_at})
+
+
+def _with_cubins(request: LockRequest, text: str, uv: str, jit_cache_version: str | None, naming: Naming) -> str:
+    """A gb10 release without prebuilt FlashInfer kernels takes flashinfer-cubin of its exact FlashInfer version
+    where the indexes have it; where they do not, the lock stays as it was (FlashInfer compiles at first start)."""
+    locked = {name: pkg.version for name, pkg in parse_lock(text).items()}
+    if request.platform is not Platform.GB10 or "flashinfer-python" not in locked or prebuilt_kernels(locked):
+        return text
+    wanted = f"flashinfer-cubin=={locked['flashinfer-python']}"
+    try:
+        return _compile(
+            request.model_copy(update={"extra_packages": (*request.extra_packages, wanted)}), uv, jit_cache_version, naming
+        )
+    except PlanError:
+        return text
 
 
 def _compile(request: LockRequest, uv: str, jit_cache_version: str | None, naming: Naming) -> str:

@@ -528,14 +528,26 @@ def platform_env(s: Settings) -> list[Entry]:
     ]
     if not _gb10(s):
         return out
-    out += [
+    jobs = (
         env(
+            "MAX_JOBS",
+            "1",
+            reason=f"FlashInfer's kernels are prebuilt in the release ({s.host.flashinfer_kernels}): no first-start "
+            "compile is planned, and a stray one runs alone (unset, ninja runs one per core)",
+            source="vLLM 0.32+ `vllm download-kernels`; the release lock",
+        )
+        if s.host.flashinfer_kernels
+        else env(
             "MAX_JOBS",
             str(s.jit_jobs),
             reason=f"the first start JIT-compiles kernels, up to {mem.JIT_PROCESS_GIB:g} GiB per compile: "
-            f"{s.jit_jobs} at once fit the headroom, and MemoryMax holds them (unset, ninja runs one per core)",
+            f"{s.jit_jobs} at once fit the headroom, and MemoryMax holds them (unset, ninja runs one per core); the "
+            "release has no prebuilt FlashInfer kernels for its version",
             source=mem.JIT_SOURCE,
-        ),
+        )
+    )
+    out += [
+        jobs,
         env(
             "TORCH_CUDA_ARCH_LIST",
             "12.1a",

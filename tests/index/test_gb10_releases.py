@@ -176,3 +176,12 @@ def test_a_multi_node_release_of_0_32_overrides_its_nccl_and_passes_the_link_pre
     # The default release needs no override: its torch pins 2.30.7.
     default = gb10(vllm_version="", multi_node=True)
     assert default.packages["nvidia-nccl-cu13"] == gb10(vllm_version="").packages["nvidia-nccl-cu13"] == "2.30.7"
+
+
+def test_a_release_records_whether_flashinfer_kernels_come_prebuilt() -> None:
+    # vLLM 0.24.0 requires flashinfer-cubin of its own FlashInfer (0.6.12, on PyPI); from 0.26 vLLM leaves the
+    # kernels to `vllm download-kernels`, and PyPI's flashinfer-cubin stops at 0.6.13, so 0.33.0's FlashInfer
+    # 0.7.2.post1 has none there (FlashInfer's own CUDA 13 index has them: vllm_install_flashinfer_index_url).
+    assert gb10(vllm_version="0.24.0").prebuilt_kernels == "flashinfer-cubin 0.6.12"
+    newest = gb10(vllm_version="")
+    assert newest.packages["flashinfer-python"] == "0.7.2.post1" and newest.prebuilt_kernels is None

