@@ -174,13 +174,21 @@ def validate(module, spec, path):
         )
 
 
-def keep_current_attributes(temporary, dest):
-    """An attribute the caller leaves unset stays what it was (or the umask default for a new file)."""
+def keep_current_attributes(temporary, dest, spec):
+    """An attribute the caller leaves unset stays what it was (or the umask default for a new file).
+
+    Only the unset ones: each attribute is set once, to its final value, so the temporary file (mkstemp's
+    root-owned 0600) is never wider than the file it becomes, not even between two calls.
+    """
     if os.path.exists(dest):
         current = os.stat(dest)
-        os.chown(temporary, current.st_uid, current.st_gid)
-        os.chmod(temporary, stat.S_IMODE(current.st_mode))
-    else:
+        uid = current.st_uid if spec["owner"] is None else -1
+        gid = current.st_gid if spec["group"] is None else -1
+        if (uid, gid) != (-1, -1):
+            os.chown(temporary, uid, gid)
+        if spec["mode"] is None:
+            os.chmod(temporary, stat.S_IMODE(current.st_mode))
+    elif spec["mode"] is None:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(temporary, 0o666 & ~umask)
@@ -192,9 +200,10 @@ def write(module, spec, data):
     # Hidden and without the file's suffix: systemd, Prometheus and friends ignore it meanwhile.
     handle, temporary = tempfile.mkstemp(prefix=".sparkfleet-", suffix=".tmp", dir=directory)
     try:
-        # Owner and mode first, while the file is empty and 0600: a secret is never readable, even for an
-        # instant, by anyone its final mode does not admit.
-        keep_current_attributes(temporary, spec["dest"])
+        # Owner and mode first, while the file is empty, each straight to its final value: a secret is never
+        # readable, even for an instant, by anyone its final mode does not admit, and a descriptor opened
+        # before a byte was written is one its final mode allows.
+        keep_current_attributes(temporary, spec["dest"], spec)
         args = module.load_file_common_arguments(
             {"path": temporary, "owner": spec["owner"], "group": spec["group"], "mode": spec["mode"]}
         )

@@ -152,3 +152,67 @@ def test_a_secret_is_never_in_a_file_wider_than_its_final_mode(tmp_path: Path, m
         os.umask(old_umask)
     assert modes_with_data == []
     assert secret.read_bytes() == b"hunter2-secret" and oct(secret.stat().st_mode & 0o777) == "0o600"
+
+
+_SNOOPER = r"""
+import os, sys, time
+directory, deadline = sys.argv[1], time.monotonic() + float(sys.argv[2])
+os.setgid(65534); os.setuid(65534)  # nobody: another account on the host
+held = {}
+print("ready", flush=True)
+while time.monotonic() < deadline and not os.path.exists(os.path.join(directory, "done")):
+    for name in os.listdir(directory):
+        if name.startswith(".sparkfleet-") and name not in held:
+            try:
+                held[name] = os.open(os.path.join(directory, name), os.O_RDONLY)
+            except OSError:
+                pass
+leaked = sum(1 for fd in held.values() if os.read(fd, 4096))
+print(f"opened {len(held)} leaked {leaked}", flush=True)
+"""
+
+
+def test_another_account_racing_first_writes_never_reads_a_secret(tmp_path: Path, monkeypatch) -> None:
+    """200 first writes of a 0600 secret while a process of another uid opens every temporary file it sees
+    and reads it once the writes are done: a descriptor opened in any gap would read the secret."""
+    import subprocess
+    import sys
+    import time
+
+    from ansible_collections.sparkfleet.vllm.plugins.modules import files as files_module
+
+    if os.geteuid() != 0:
+        import pytest
+
+        pytest.skip("needs root to run the racing process as another uid")
+    import shutil
+    import tempfile
+
+    del tmp_path  # pytest's is private to root: the other uid must reach the directory, as it can /etc
+    directory = Path(tempfile.mkdtemp(prefix="sparkfleet-race-"))
+    directory.chmod(0o755)
+    real_chmod = os.chmod
+
+    def slow_chmod(path: str, mode: int) -> None:
+        # The real module stats and looks up owners between its calls: give the racing uid that time.
+        real_chmod(path, mode)
+        time.sleep(0.002)
+
+    monkeypatch.setattr(files_module.os, "chmod", slow_chmod)
+    snooper = subprocess.Popen([sys.executable, "-c", _SNOOPER, str(directory), "120"], stdout=subprocess.PIPE, text=True)
+    assert snooper.stdout is not None and snooper.stdout.readline().strip() == "ready"
+    old_umask = os.umask(0o022)  # a new file's default would be 0644
+    try:
+        for trial in range(200):
+            spec = {"dest": str(directory / f"key-{trial}"), "owner": None, "group": None, "mode": "0600", "validate": None}
+            files_module.write(_AttributesOnly(), spec, b"hunter2-secret")
+    finally:
+        os.umask(old_umask)
+        (directory / "done").touch()
+    report = snooper.communicate(timeout=60)[0].split()
+    modes = {oct((directory / f"key-{t}").stat().st_mode & 0o777) for t in range(200)}
+    shutil.rmtree(directory)
+    opened, leaked = int(report[1]), int(report[3])
+    assert leaked == 0, f"another uid read {leaked} secrets through descriptors opened during first writes"
+    assert modes == {"0o600"}
+    del opened  # how many temporaries it could open at all: 0 now, a count before the fix
