@@ -138,6 +138,20 @@ class Activator(Strict):
     instances: dict[str, Switched]
 
 
+# TLS 1.2 suites with forward secrecy and an AEAD cipher (Mozilla's "intermediate" list): no CBC and no
+# SHA-1 MAC. TLS 1.3's suites are all AEAD and need no setting.
+TLS12_CIPHERS = ":".join(
+    (
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "ECDHE-RSA-AES256-GCM-SHA384",
+        "ECDHE-ECDSA-CHACHA20-POLY1305",
+        "ECDHE-RSA-CHACHA20-POLY1305",
+    )
+)
+
+
 class DoorPlan(Strict):
     address: str
     port: int
@@ -152,6 +166,7 @@ class DoorPlan(Strict):
     reasons: list[str]
     activator: Activator | None = None
     webui: DoorWebui | None = None
+    tls12_ciphers: str = TLS12_CIPHERS
 
 
 def client_digests(clients: object, variable: str) -> list[dict[str, str]]:

@@ -329,6 +329,11 @@ def _front_door(common: list[Directive]) -> list[Directive]:
         _d("SystemCallFilter", "@system-service", "only the system calls services use"),
         _d("SystemCallErrorNumber", "EPERM", "a filtered system call fails instead of killing the process"),
         _d("RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6", "its listener and the loopback instances"),
+        _d(
+            "OOMScoreAdjust",
+            "500",
+            "when the shared memory runs out, the kernel takes the door (systemd restarts it) before vLLM",
+        ),
     ]
 
 

@@ -221,6 +221,7 @@ def webui_plan(
         Setting(name="BYPASS_EMBEDDING_AND_RETRIEVAL", value="true",
                 reason="documents go to the model whole; no local vector search"),
         Setting(name="ENABLE_SIGNUP", value="false", reason="accounts are made by the admin, nobody signs up"),
+        Setting(name="ENV", value="prod", reason="production mode: no public /docs or /openapi.json (open_webui/main.py)"),
         Setting(name="WEBUI_URL", value=browser_url, reason="the address browsers use, through the door"),
         Setting(name="CORS_ALLOW_ORIGIN", value=";".join(origins),
                 reason="only its own pages, at the names the door's certificate carries, may call it"),

@@ -46,6 +46,7 @@ def test_the_ui_listens_on_loopback_and_reaches_the_models_through_the_door_only
     # Nothing leaves the host at run time, nobody signs up, and the first model starts a chat.
     assert env["OFFLINE_MODE"] == "true" and env["HF_HUB_OFFLINE"] == "1" and env["ENABLE_OLLAMA_API"] == "false"
     assert env["ENABLE_SIGNUP"] == "false" and env["RAG_EMBEDDING_ENGINE"] == "openai"
+    assert env["ENV"] == "prod"  # no public /docs or /openapi.json
     assert env["DEFAULT_MODELS"] == "chat"
     # Both models parse tool calls (the catalog's Nemotron rules): the UI may offer its tools natively.
     assert "DEFAULT_MODEL_PARAMS" not in env

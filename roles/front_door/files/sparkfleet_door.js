@@ -17,14 +17,96 @@ function fail(r, status, message, code, param) {
     }) + '\n');
 }
 
-async function route(r) {
-    let body;
-    try {
-        body = JSON.parse(r.requestText || '');
-    } catch (e) {
-        return fail(r, 400, 'The request body is not JSON (or is larger than the door buffers).', 'invalid_json');
+// The top-level "model" of a JSON object, found by a scan that builds nothing: JSON.parse of a nested body
+// held hundreds of MiB in nginx (2 MiB of nested arrays grew it by 151 MiB). Strings are skipped whole with
+// indexOf, structure is tracked by depth only; the last top-level "model" wins, as in vLLM's json.loads.
+// Returns a string, '' when the object names no string model, or null when the body is not a JSON object.
+function topLevelModel(text) {
+    const structural = /["{}\[\]:,]/g;
+    let depth = 0;
+    let model = '';
+    let lastKey = null;   // a string just read at depth 1 that may be a key
+    let expectValue = false;
+    let i = text.search(/\S/);
+    if (i < 0 || text[i] !== '{') {
+        return null;
     }
-    const model = body !== null && typeof body === 'object' && typeof body.model === 'string' ? body.model : '';
+    structural.lastIndex = i;
+    let m;
+    while ((m = structural.exec(text)) !== null) {
+        const c = m[0];
+        const at = m.index;
+        if (c === '"') {
+            let end = at + 1;
+            for (;;) {
+                end = text.indexOf('"', end);
+                if (end < 0) {
+                    return null;
+                }
+                let slashes = 0;
+                while (text[end - 1 - slashes] === '\\') {
+                    slashes++;
+                }
+                if (slashes % 2 === 0) {
+                    break;
+                }
+                end++;
+            }
+            if (depth === 1) {
+                if (expectValue) {
+                    if (lastKey === 'model') {
+                        try {
+                            model = JSON.parse(text.slice(at, end + 1));
+                        } catch (e) {
+                            return null;
+                        }
+                    }
+                    expectValue = false;
+                    lastKey = null;
+                } else {
+                    lastKey = text.slice(at + 1, end);
+                }
+            }
+            structural.lastIndex = end + 1;
+        } else if (c === ':') {
+            if (depth === 1) {
+                expectValue = true;
+            }
+        } else if (c === ',') {
+            if (depth === 1) {
+                if (expectValue && lastKey === 'model') {
+                    model = '';  // a model that is not a string
+                }
+                expectValue = false;
+                lastKey = null;
+            }
+        } else if (c === '{' || c === '[') {
+            if (depth === 1 && expectValue && lastKey === 'model') {
+                model = '';
+            }
+            if (depth === 1) {
+                expectValue = false;
+                lastKey = null;
+            }
+            depth++;
+        } else {
+            if (depth === 1 && expectValue && lastKey === 'model') {
+                model = '';  // the last member: a model that is not a string
+            }
+            depth--;
+            if (depth === 0) {
+                return text.slice(at + 1).trim() === '' ? model : null;
+            }
+        }
+    }
+    return null;
+}
+
+async function route(r) {
+    const model = topLevelModel(r.requestText || '');
+    if (model === null) {
+        return fail(r, 400, 'The request body is not a JSON object (or is larger than the door buffers).', 'invalid_json');
+    }
     if (model === '') {
         return fail(r, 400, 'The request names no model. Models on this host: ' + r.variables.sf_models + '.',
             'model_required', 'model');
@@ -70,4 +152,4 @@ async function health(r) {
     r.return(ok ? 200 : 503, ok ? 'ok\n' : 'not ok\n');
 }
 
-export default {keyDigest, route, health};
+export default {keyDigest, route, health, topLevelModel};

@@ -1,0 +1,98 @@
+"""The door's router finds the body's model as vLLM's json.loads would, without building the body in nginx.
+
+The router is njs (roles/front_door/files/sparkfleet_door.js); node runs the same function here, since njs
+is a subset of the JavaScript node runs. Each case's answer must equal Python's json.loads(body)["model"].
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+ROUTER = Path(__file__).resolve().parents[2] / "roles" / "front_door" / "files" / "sparkfleet_door.js"
+RUNNER = """
+const fs = require('fs');
+const source = fs.readFileSync(process.argv[1], 'utf8').replace(/export default/, 'module.exports =');
+const m = {exports: {}};
+new Function('module', 'require', source)(m, require);
+const bodies = JSON.parse(fs.readFileSync(0, 'utf8'));
+process.stdout.write(JSON.stringify(bodies.map((b) => m.exports.topLevelModel(b))));
+"""
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node runs the door's njs router here")
+
+
+def scan(bodies: list[str]) -> list[str | None]:
+    done = subprocess.run(
+        ["node", "-e", RUNNER, str(ROUTER)], input=json.dumps(bodies), capture_output=True, text=True, check=True
+    )
+    return list(json.loads(done.stdout))
+
+
+def expected(body: str) -> str | None:
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    return parsed["model"] if isinstance(parsed.get("model"), str) else ""
+
+
+CASES = [
+    '{"model": "qwen", "messages": [{"role": "user", "content": "hi"}]}',
+    '{"messages": [{"model": "inner"}], "model": "outer"}',
+    '{"prompt": "say \\"model\\": \\"x\\"", "model": "real"}',
+    '{"model": "first", "model": "last"}',
+    '{"model": "a", "model": 5}',
+    '{"model": null}',
+    '{"model": ["x"]}',
+    '{"model": {"name": "x"}}',
+    '{"prompt": "a\\\\", "model": "after-backslash"}',
+    '{"model": "caf\\u00e9"}',
+    '  {"stream": true, "model" : "spaced"}  ',
+    "{}",
+    '[{"model": "in-array"}]',
+    '"model"',
+    '{"model": "unterminated',
+    '{"model": "x"} trailing',
+    "",
+]
+
+
+def test_the_router_agrees_with_json_loads_on_hand_made_bodies() -> None:
+    assert scan(CASES) == [expected(body) for body in CASES]
+
+
+def test_a_deeply_nested_body_is_scanned_without_building_it() -> None:
+    nested = '{"messages": ' + "[" * 200_000 + "]" * 200_000 + ', "model": "deep"}'
+    assert scan([nested]) == ["deep"]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet=st.sampled_from('ab"\\:,{}[] model')),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["model", "m", "x", '"model"']), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from(["model", "messages", "prompt", "x"]), json_values, max_size=5),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_the_router_agrees_with_json_loads_on_generated_bodies(objects: list[dict[str, Any]]) -> None:
+    bodies = [json.dumps(o, separators=(",", ":") if i % 2 else (", ", ": ")) for i, o in enumerate(objects)]
+    assert scan(bodies) == [expected(body) for body in bodies]
