@@ -278,6 +278,14 @@ def describe_model(path):
     if not weights:
         weights = sum(shards)
     found = {"path": path, "present": True, "config": config, "weight_bytes": int(weights)}
+    # The tokenizer's own classes (tokenizer_config.json auto_map) need the repository's code too.
+    tokenizer_path = os.path.join(path, "tokenizer_config.json")
+    if os.path.isfile(tokenizer_path):
+        try:
+            with open(tokenizer_path, encoding="utf-8") as handle:
+                found["tokenizer_auto_map"] = isinstance(json.load(handle).get("auto_map"), dict)
+        except (OSError, ValueError, AttributeError):
+            found["tokenizer_auto_map"] = False
     found["fs_type"] = filesystem_type(path)
     if shards:
         found["largest_weight_file_bytes"] = max(shards)

@@ -130,7 +130,10 @@ def _from_facts(model: dict[str, Any], model_id: str, path: str, label: str) -> 
     weight_bytes = model.get("weight_bytes", 0)
     if isinstance(weight_bytes, bool) or not isinstance(weight_bytes, int) or weight_bytes < 0:
         raise PlanError(f"{label}.weight_bytes", f"{weight_bytes!r} is not a byte count")
-    return profile_from_config(model_id, model["config"], weight_bytes, path)
+    profile = profile_from_config(model_id, model["config"], weight_bytes, path)
+    if model.get("tokenizer_auto_map") is True:
+        profile = profile.model_copy(update={"tokenizer_auto_map": True})
+    return profile
 
 
 def instance_request(item: Any, label: str = "instance") -> InstanceRequest:

@@ -85,5 +85,4 @@ def context_limit(text: dict[str, Any]) -> ContextLimit:
     default = int(derived)
     if any(p["rope_type"] == "longrope" for p in rope):
         default = int(_number(text.get("original_max_position_embeddings")) or derived)
-    allowed = max(int(derived), int(override or 0))
-    return ContextLimit(derived=default, key=key, allowed=max(allowed, default))
+    return ContextLimit(derived=default, key=key, allowed=max(int(derived), int(override or 0)))

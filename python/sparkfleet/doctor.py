@@ -18,7 +18,7 @@ from .cluster import Interconnect, package_differences
 from .link import LinkFacts, LinkMeasurement, expected_gbps, judge_measurement, link_report
 from .models import GIB
 from .monitoring import thresholds
-from .release import FLASHINFER_CUDA13_INDEX, prebuilt_kernels
+from .release import FLASHINFER_CUDA13_INDEX, cubins, prebuilt_kernels
 from .sources import SEED_NANO, SEED_SM121
 
 KV_TOLERANCE = 0.10  # beyond this the plan and vLLM disagree enough to look at
@@ -446,14 +446,15 @@ def kernels_finding(release: dict[str, Any]) -> Finding | None:
     found = prebuilt_kernels(locked)
     if found:
         return Finding(area="release", check="kernels", status=Status.GREEN, detail=f"FlashInfer kernels prebuilt: {found}")
+    partial = cubins(locked)
+    what = f"only {partial} (its precompiled kernels; the JIT modules still compile)" if partial else "no prebuilt kernels"
     return Finding(
         area="release",
         check="kernels",
         status=Status.YELLOW,
-        detail=f"FlashInfer {flashinfer} compiles its kernels at first start (the field reports about 17 min on a "
-        f"Spark with a fresh JIT cache): neither flashinfer-jit-cache nor flashinfer-cubin {flashinfer} is in the "
-        f"release; set vllm_install_flashinfer_index_url: {FLASHINFER_CUDA13_INDEX} where the controller reaches "
-        "FlashInfer's index (seed 000 §2.6)",
+        detail=f"FlashInfer {flashinfer} compiles its JIT kernels at first start (the field reports about 17 min on a "
+        f"Spark with a fresh JIT cache): the release has {what}; set vllm_install_flashinfer_index_url: "
+        f"{FLASHINFER_CUDA13_INDEX} where the controller reaches FlashInfer's index (seed 000 §2.6)",
     )
 
 

@@ -30,5 +30,8 @@ def profile_from_dir(path: str | Path) -> ModelProfile:
         raise PlanError("model", f"{model_dir} has no config.json", ("a staged model directory", "a catalog id"))
     config = json.loads(config_path.read_text())
     profile = profile_from_config(str(model_dir), config, weight_bytes(model_dir), str(model_dir))
+    tokenizer = model_dir / "tokenizer_config.json"
+    if tokenizer.is_file() and isinstance(json.loads(tokenizer.read_text()).get("auto_map"), dict):
+        profile = profile.model_copy(update={"tokenizer_auto_map": True})
     largest = max((f.stat().st_size for f in model_dir.glob("*.safetensors")), default=0)
     return profile.model_copy(update={"largest_shard_gib": largest / GIB}) if largest else profile

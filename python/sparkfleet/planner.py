@@ -615,7 +615,9 @@ def plan(
     remotecode.check_architecture(profile, version)
     remote_code = remotecode.consent(profile, intent, version, "the model")
     if drafter is not None:
-        remote_code = remote_code or remotecode.consent(drafter, intent, version, "the drafter")
+        # Both are checked (a drafter's own refusals too); vLLM's one flag covers both.
+        drafter_code = remotecode.consent(drafter, intent, version, "the drafter")
+        remote_code = remote_code or drafter_code
     r = _resolve(host, profile, intent, drafter)
     backend = cluster_backend(intent, r.version, placement)
     geo = _geometry(profile, intent, r, host.platform)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .errors import PlanError
 from .models import Platform, Strict
@@ -32,23 +32,32 @@ GB10_CUDA_SOURCE = "seed 000 §2 / seed 004 (sm_121 needs a CUDA 13 build of tor
 # vLLM's setup.py drops these from a CUDA build's requirements: they are not on PyPI, only on
 # FlashInfer's own index, and FlashInfer works without them (vLLM 0.32.0 setup.py get_requirements).
 NOT_ON_PYPI = ("flashinfer-cubin", "flashinfer-jit-cache")
-# FlashInfer's prebuilt kernels, as `vllm download-kernels` installs them: the JIT cache (every kernel) or
-# the cubins, each only for the exact flashinfer-python version. FlashInfer's index for CUDA 13 has both;
-# PyPI has flashinfer-cubin up to 0.6.13 (vLLM <= 0.24 required it; 0.26+ does not).
-PREBUILT_KERNEL_PACKAGES = ("flashinfer-jit-cache", "flashinfer-cubin")
+# FlashInfer's prebuilt kernels, as `vllm download-kernels` installs them, each only for the exact
+# flashinfer-python version: the JIT cache holds every JIT module (nothing compiles at first start); the
+# cubins only the precompiled kernels (the JIT modules still compile). FlashInfer's index for CUDA 13 has
+# both; PyPI has flashinfer-cubin up to 0.6.13 (vLLM <= 0.25 required it; 0.26+ does not).
+JIT_CACHE_PACKAGE = "flashinfer-jit-cache"
+CUBIN_PACKAGE = "flashinfer-cubin"
+PREBUILT_KERNEL_PACKAGES = (JIT_CACHE_PACKAGE, CUBIN_PACKAGE)
 FLASHINFER_CUDA13_INDEX = "https://flashinfer.ai/whl/cu130"
 
 
-def prebuilt_kernels(packages: Mapping[str, str]) -> str | None:
-    """Which package of the lock gives FlashInfer's kernels prebuilt for its exact version, e.g.
-    'flashinfer-jit-cache 0.7.2.post1'; None when FlashInfer would compile them at first start."""
+def _matching(packages: Mapping[str, str], name: str) -> str | None:
     flashinfer = packages.get("flashinfer-python")
-    if flashinfer is None:
-        return None
-    for name in PREBUILT_KERNEL_PACKAGES:
-        if packages.get(name, "").split("+")[0] == flashinfer.split("+")[0]:
-            return f"{name} {packages[name]}"
-    return None
+    found = packages.get(name)
+    return found if flashinfer and found and found.split("+")[0] == flashinfer.split("+")[0] else None
+
+
+def prebuilt_kernels(packages: Mapping[str, str]) -> str | None:
+    """'flashinfer-jit-cache X' when the lock carries FlashInfer's JIT cache for its exact version, so the first
+    start compiles nothing; None otherwise (cubins alone still leave the JIT modules to compile)."""
+    found = _matching(packages, JIT_CACHE_PACKAGE)
+    return f"{JIT_CACHE_PACKAGE} {found}" if found else None
+
+
+def cubins(packages: Mapping[str, str]) -> str | None:
+    found = _matching(packages, CUBIN_PACKAGE)
+    return f"{CUBIN_PACKAGE} {found}" if found else None
 
 
 LOCK_SCHEMA = 1
@@ -154,7 +163,12 @@ class LockRequest(Strict):
     overrides: tuple[str, ...] = ()
 
     def fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+        data = self.model_dump(mode="json")
+        # Fields added later count only when set: a cached lock's key stays what it was for an unchanged request.
+        for name, default in (("multi_node", False), ("overrides", [])):
+            if data.get(name) == default:
+                data.pop(name, None)
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
 def requirements_in(request: LockRequest, jit_cache_version: str | None = None) -> list[str]:
@@ -427,6 +441,14 @@ class Lock(Strict):
     # FlashInfer's kernels prebuilt for its exact version ('flashinfer-jit-cache 0.7.2.post1'); None: compiled
     # at first start. Recorded with the lock (release.prebuilt_kernels) so host facts can read it without the library.
     prebuilt_kernels: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kernels_from_packages(cls, values: object) -> object:
+        """A lock written before the field existed (or a rollback's) says it from its packages all the same."""
+        if isinstance(values, dict) and values.get("prebuilt_kernels") is None and isinstance(values.get("packages"), dict):
+            return {**values, "prebuilt_kernels": prebuilt_kernels(values["packages"])}
+        return values
 
     def same_packages(self, other: Lock) -> bool:
         """The same release whatever a re-resolve's hashes say: equal names and versions (files are immutable)."""

@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from .errors import PlanError
 from .models import Intent, ModelProfile
 from .versions import VllmVersion
-from .vllmregistry import SOURCE, architecture_support, reads_config_natively, rules_release, transformers_of
+from .vllmregistry import (
+    SOURCE,
+    architecture_support,
+    beyond_table,
+    reads_config_natively,
+    rules_release,
+    transformers_of,
+)
 
 _REVISION_FLAG = "--revision"
 
@@ -43,6 +50,12 @@ def verdict(profile: ModelProfile, version: VllmVersion) -> CodeVerdict:
         return CodeVerdict(
             True, f"{_reader(version)} has no config class for model_type {profile.model_type}: the repository's does"
         )
+    if beyond_table(version):
+        return CodeVerdict(
+            False,
+            f"vLLM {version} is newer than the registry ({rules_release(version)}): "
+            f"model_type {profile.model_type} may be one it added; its own parser checks on the host",
+        )
     raise PlanError(
         "model",
         f"{profile.id}: {_reader(version)} does not know model_type {profile.model_type}, and config.json names no "
@@ -56,7 +69,8 @@ def check_architecture(profile: ModelProfile, version: VllmVersion) -> None:
     if profile.architecture == "unknown":
         return
     support = architecture_support(version, profile.architecture)
-    if support.implemented:
+    # A release newer than the registry may implement what the table never saw; it may not revive a dropped one.
+    if support.implemented or (beyond_table(version) and not (support.last_release or support.plugin)):
         return
     name = f"{profile.id} ({profile.architecture})"
     if support.last_release:
@@ -106,6 +120,13 @@ def consent(profile: ModelProfile, intent: Intent, version: VllmVersion, what: s
         )
     consented = intent.trust_remote_code
     pinned = pinned_commit(profile)
+    if isinstance(consented, str) and not pinned:
+        raise PlanError(
+            "intent.trust_remote_code",
+            f"consent was given for the code at commit {consented[:12]}, but {what} {profile.id} is not pinned to a "
+            "commit, so vLLM could run other code",
+            ("stage the model from the hub (model_stage pins its commit)", "trust_remote_code: true for a local directory"),
+        )
     if isinstance(consented, str) and pinned and consented != pinned:
         raise PlanError(
             "intent.trust_remote_code",

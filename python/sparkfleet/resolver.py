@@ -30,6 +30,7 @@ from .release import (
     check_lock_file,
     check_lock_schema,
     compile_argv,
+    cubins,
     explain_resolution_failure,
     fork_requirement_lines,
     nccl_override,
@@ -113,13 +114,14 @@ def compile_lock(request: LockRequest, naming: Naming = "role", uv: str | None =
         jit_version = parse_lock(plain).get("flashinfer-python")
         if jit_version is None:
             raise PlanError(PIN_VARIABLES[naming]["flashinfer-jit-cache"], "the release has no flashinfer-python to match")
-    resolved_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     text = _compile(request, uv, jit_version.version if jit_version else None, naming)
     override = nccl_override(request, {name: pkg.version for name, pkg in parse_lock(text).items()})
     if override:
         request = request.model_copy(update={"overrides": (*request.overrides, override)})
         text = _compile(request, uv, jit_version.version if jit_version else None, naming)
     text = _with_cubins(request, text, uv, jit_version.version if jit_version else None, naming)
+    # After the last resolve: nothing in the lock was published later than this.
+    resolved_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return build_lock(request, text, naming).model_copy(update={"resolved_at": resolved_at})
 
 
@@ -128,6 +130,8 @@ def _with_cubins(request: LockRequest, text: str, uv: str, jit_cache_version: st
     where the indexes have it; where they do not, the lock stays as it was (FlashInfer compiles at first start)."""
     locked = {name: pkg.version for name, pkg in parse_lock(text).items()}
     if request.platform is not Platform.GB10 or "flashinfer-python" not in locked or prebuilt_kernels(locked):
+        return text
+    if cubins(locked):
         return text
     wanted = f"flashinfer-cubin=={locked['flashinfer-python']}"
     try:

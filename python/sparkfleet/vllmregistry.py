@@ -54,6 +54,12 @@ def rules_release(version: VllmVersion) -> VllmVersion:
     return below[-1] if below else sampled[0]
 
 
+def beyond_table(version: VllmVersion) -> bool:
+    """A release newer than every sampled one (in minor): the registry cannot know what it added."""
+    newest = registry().sampled[-1]
+    return (version.major, version.minor) > (newest.major, newest.minor)
+
+
 def transformers_of(version: VllmVersion) -> str:
     return registry().releases[str(rules_release(version))]["transformers"]
 
@@ -87,9 +93,14 @@ def architecture_support(version: VllmVersion, architecture: str) -> Architectur
     if _present(history, version):
         return ArchitectureSupport(implemented=True)
     first = history[0] if history and VllmVersion.parse(history[0]) > rules_release(version) else None
+    gone = history[1] if history and history[1] and VllmVersion.parse(history[1]) <= rules_release(version) else None
+    last_sampled = None
+    if gone is not None:
+        before = [v for v in reg.sampled if v < VllmVersion.parse(gone)]
+        last_sampled = str(before[-1]) if before else None
     return ArchitectureSupport(
         implemented=False,
-        last_release=reg.dropped.get(architecture),
+        last_release=reg.dropped.get(architecture) or last_sampled,
         plugin=architecture in reg.plugins,
         first_release=first,
     )

@@ -280,6 +280,9 @@ def test_the_doctor_says_whether_flashinfer_kernels_are_prebuilt() -> None:
     # A cubin of another FlashInfer version does not count: the kernels are for one exact version.
     stale = kernels_finding({"lock_packages": {"flashinfer-python": "0.7.2.post1", "flashinfer-cubin": "0.6.13"}})
     assert stale is not None and stale.status.value == "yellow"
+    # The matching cubins still leave FlashInfer's JIT modules to compile at first start.
+    cubin = kernels_finding({"lock_packages": {"flashinfer-python": "0.6.12", "flashinfer-cubin": "0.6.12"}})
+    assert cubin is not None and cubin.status.value == "yellow" and "only flashinfer-cubin 0.6.12" in cubin.detail
     jit = kernels_finding(
         {"lock_packages": {"flashinfer-python": "0.7.2.post1", "flashinfer-jit-cache": "0.7.2.post1+cu130"}}
     )

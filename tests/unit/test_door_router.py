@@ -57,6 +57,7 @@ CASES = [
     '{"model": {"name": "x"}}',
     '{"prompt": "a\\\\", "model": "after-backslash"}',
     '{"model": "caf\\u00e9"}',
+    '{"mod\\u0065l": "escaped-key", "x": 1}',
     '  {"stream": true, "model" : "spaced"}  ',
     "{}",
     '[{"model": "in-array"}]',

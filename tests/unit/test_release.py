@@ -226,3 +226,12 @@ def test_a_re_resolve_with_the_same_package_set_keeps_the_cached_lock_and_its_cu
     assert resolver.cached_lock(REQUEST, tmp_path, relock=True) == (first, False)
     monkeypatch.setattr(resolver, "compile_lock", lambda request, naming="role": moved)
     assert resolver.cached_lock(REQUEST, tmp_path, relock=True) == (moved, True)
+
+
+def test_a_request_that_sets_none_of_the_later_fields_keeps_its_cache_key() -> None:
+    import hashlib
+    import json
+
+    before = {k: v for k, v in REQUEST.model_dump(mode="json").items() if k not in ("multi_node", "overrides")}
+    assert REQUEST.fingerprint() == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()
+    assert REQUEST.model_copy(update={"multi_node": True}).fingerprint() != REQUEST.fingerprint()

@@ -86,6 +86,9 @@ def test_consent_is_tied_to_the_commit_the_model_is_pinned_at() -> None:
     assert err.value.variable == "intent.trust_remote_code" and "bbbbbbbbbbbb" in err.value.problem
     with pytest.raises(ValueError, match="trust_remote_code"):
         Intent.model_validate({"trust_remote_code": "main"})
+    # A commit is no consent for a model that is not pinned to one: vLLM could load other code.
+    with pytest.raises(PlanError, match="not pinned to a commit"):
+        plan(spark(), NAS_49B, read)
 
 
 def test_a_tokenizer_with_its_own_classes_needs_the_code() -> None:
@@ -127,6 +130,20 @@ def test_an_architecture_newer_than_the_target_names_its_first_release() -> None
     laguna = load_catalog()["poolside/Laguna-XS.2"]
     support = architecture_support(VllmVersion.parse("0.20.0"), laguna.architecture)
     assert not support.implemented and support.first_release == "0.21.0"
+
+
+def test_a_release_newer_than_the_table_may_implement_what_the_table_never_saw() -> None:
+    newer = NANO_BF16.model_copy(
+        update={"architecture": "NemotronH4ForCausalLM", "model_type": "nemotron_h4", "config_auto_map": False}
+    )
+    assert "--trust-remote-code" not in plan(spark("0.34.0"), newer, SMALL).argv
+    # With code of its own on offer, an unknown type still asks: the table cannot say vLLM reads it natively.
+    with pytest.raises(PlanError, match="intent.trust_remote_code"):
+        plan(spark("0.34.0"), newer.model_copy(update={"config_auto_map": True}), SMALL)
+    # ...but not revive one vLLM dropped.
+    mpt = NANO_BF16.model_copy(update={"architecture": "MPTForCausalLM", "model_type": "mpt", "config_auto_map": False})
+    with pytest.raises(PlanError, match="0.28.0"):
+        plan(spark("0.34.0"), mpt, SMALL)
 
 
 def test_a_release_newer_than_the_table_plans_with_the_newest_rules_and_a_warning() -> None:

@@ -64,7 +64,15 @@ function topLevelModel(text) {
                     expectValue = false;
                     lastKey = null;
                 } else {
+                    // An escaped key ("mod\u0065l") is the name json.loads reads.
                     lastKey = text.slice(at + 1, end);
+                    if (lastKey.indexOf('\\') >= 0) {
+                        try {
+                            lastKey = JSON.parse(text.slice(at, end + 1));
+                        } catch (e) {
+                            return null;
+                        }
+                    }
                 }
             }
             structural.lastIndex = end + 1;

@@ -81,6 +81,10 @@ def parse(argv: list[str]) -> None:
 
 
 def main() -> int:
+    # vLLM logs to stdout: its lines go to stderr, and only this program's JSON lines reach stdout.
+    results = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     cli = argparse.ArgumentParser()
     cli.add_argument("stamp")
     cli.add_argument("mode", choices=("record", "check"), help="check (check mode) leaves the stamp as it is")
@@ -92,7 +96,7 @@ def main() -> int:
     for item in items:
         key = digest(item)
         if stamp.get(item["name"]) == key:
-            print(json.dumps({"name": item["name"], "ok": True, "checked": False}))
+            print(json.dumps({"name": item["name"], "ok": True, "checked": False}), file=results)
             continue
         started = time.monotonic()
         try:
@@ -100,11 +104,11 @@ def main() -> int:
         except (Refused, ValueError, TypeError, SystemExit) as exc:
             refused += 1
             error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, Refused) else str(exc)
-            print(json.dumps({"name": item["name"], "ok": False, "error": error, "release": item["release"]}))
+            print(json.dumps({"name": item["name"], "ok": False, "error": error, "release": item["release"]}), file=results)
             continue
         stamp[item["name"]] = key
         seconds = round(time.monotonic() - started, 2)
-        print(json.dumps({"name": item["name"], "ok": True, "checked": True, "seconds": seconds}))
+        print(json.dumps({"name": item["name"], "ok": True, "checked": True, "seconds": seconds}), file=results)
     if options.mode == "record":
         write_stamp(options.stamp, stamp)
     return 1 if refused else 0
