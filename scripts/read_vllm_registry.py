@@ -47,9 +47,13 @@ def _open_wheel(name: str, version: str, tag: str) -> zipfile.ZipFile:
 
 
 def _dict_keys(node: ast.AST) -> list[str]:
+    """String keys of a mapping literal: {...}, LazyConfigDict(a="A", **{"b-c": "B"}), dict(...),
+    OrderedDict([(k, v), ...]) or OrderedDict(**{...}, **other)."""
     if isinstance(node, ast.Dict):
         return [k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
-    if isinstance(node, ast.Call):  # LazyConfigDict(a="A", **{"b-c": "B"}) or dict(...)
+    if isinstance(node, ast.List | ast.Tuple):
+        return [e.elts[0].value for e in node.elts if isinstance(e, ast.Tuple) and isinstance(e.elts[0], ast.Constant)]
+    if isinstance(node, ast.Call):
         keys = [kw.arg for kw in node.keywords if kw.arg]
         for kw in node.keywords:
             if kw.arg is None:
@@ -117,23 +121,6 @@ def newest_transformers(requirement: str) -> str:
     return str(max(allowed))
 
 
-def _mapping_keys(node: ast.AST) -> list[str]:
-    """String keys of a dict, an OrderedDict([(k, v), ...]) or OrderedDict(**{...}, **other) literal."""
-    if isinstance(node, ast.Call):
-        keys = [kw.arg for kw in node.keywords if kw.arg]
-        for kw in node.keywords:
-            if kw.arg is None:
-                keys += _mapping_keys(kw.value)
-        for arg in node.args:
-            keys += _mapping_keys(arg)
-        return keys
-    if isinstance(node, ast.Dict):
-        return _dict_keys(node)
-    if isinstance(node, ast.List | ast.Tuple):
-        return [e.elts[0].value for e in node.elts if isinstance(e, ast.Tuple) and isinstance(e.elts[0], ast.Constant)]
-    return []
-
-
 def _config_mapping_names(source: str) -> set[str]:
     """Every key given to CONFIG_MAPPING_NAMES in a module: its assignments and its .update() calls."""
     keys: set[str] = set()
@@ -141,7 +128,7 @@ def _config_mapping_names(source: str) -> set[str]:
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "CONFIG_MAPPING_NAMES" for t in node.targets
         ):
-            keys.update(_mapping_keys(node.value))
+            keys.update(_dict_keys(node.value))
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -149,7 +136,7 @@ def _config_mapping_names(source: str) -> set[str]:
             and isinstance(node.func.value, ast.Name)
             and node.func.value.id == "CONFIG_MAPPING_NAMES"
         ):
-            keys.update(_mapping_keys(node))
+            keys.update(_dict_keys(node))
     return keys
 
 
