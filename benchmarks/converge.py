@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from sparkfleet.hostplan import socket_endpoint
+
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "sparkfleet-bench"
 ROLE_LINE = re.compile(r"^(\S+)\s+-+\s+([\d.]+)s$")
@@ -81,7 +83,7 @@ def start_to_ready() -> dict[str, float]:
             "--unit",
             "sparkfleet-vllm-tiny.service",
             "--url",
-            "http://127.0.0.1:8000",
+            socket_endpoint("tiny", "127.0.0.1", 8000).local_url,
             "--plan",
             "/etc/sparkfleet/tiny.plan.json",
             "--env-file",

@@ -1,4 +1,4 @@
-"""What the front door adds: latency (p50/p99) and requests per second through the door against direct loopback.
+"""What the front door adds: latency (p50/p99) and requests per second through the door against vLLM directly.
 
 Runs inside a converged sandbox host (default spark01, `scripts/site`), where the door (nginx, TLS,
 HTTP/1.1 keep-alive) and the instance share the host's cores with the client. For each path it sends
@@ -20,19 +20,28 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sparkfleet.hostplan import socket_path
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Runs on the sandbox host with its system Python: stdlib only. Reads the keys from files there.
 CLIENT = r"""
-import http.client, json, ssl, statistics, sys, threading, time
-requests, concurrency, client_key_file, api_key_file, model = sys.argv[1:]
+import http.client, json, socket, ssl, statistics, sys, threading, time
+requests, concurrency, client_key_file, api_key_file, model, vllm_socket = sys.argv[1:]
 requests, concurrency = int(requests), int(concurrency)
 client_key = open(client_key_file).read().strip()
 api_key = open(api_key_file).read().strip()
 tls = ssl.create_default_context(cafile="/etc/nginx/sparkfleet/tls/door.crt")
+
+class UnixConnection(http.client.HTTPConnection):
+    # vLLM on its Unix socket behind the door (as root, which may open it).
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(vllm_socket)
+
 PATHS = {
     "door": (lambda: http.client.HTTPSConnection("127.0.0.1", 443, context=tls, timeout=60), client_key),
-    "direct": (lambda: http.client.HTTPConnection("127.0.0.1", 8000, timeout=60), api_key),
+    "direct": (lambda: UnixConnection("localhost", timeout=60), api_key),
 }
 
 def send(connection, key, method, path, body=None, first_byte=False):
@@ -105,6 +114,7 @@ def main() -> int:
             "/root/.sandbox-client-key",
             "/root/.sandbox-api-key",
             "sandbox/tiny-llama",
+            socket_path("tiny"),
         ],
         input=CLIENT,
         capture_output=True,

@@ -13,7 +13,7 @@ description:
   - Runs the C(sparkfleet) planner for every instance of a host and refuses a set whose names or
     ports clash or whose footprints do not fit in the host's memory together.
   - Errors name the offending list entry (for example C(vllm_serve_instances[1].port)) and what would fit.
-positional: instances, label
+positional: instances, label, behind_door
 options:
   _input:
     description: Host facts as returned by M(sparkfleet.vllm.spark_facts) (its C(spark_facts) value).
@@ -30,6 +30,12 @@ options:
     description: The variable name used in error messages.
     type: str
     default: instances
+  behind_door:
+    description:
+      - The front door is the only way in. Every single-node instance then serves on a Unix socket
+        (vLLM's C(--uds)) in its own network namespace, and its endpoint carries the socket's path.
+    type: bool
+    default: false
 requirements:
   - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
 """
@@ -53,10 +59,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
 
 
-def host_plan(facts, instances, label="instances"):
+def host_plan(facts, instances, label="instances", behind_door=False):
     plan_all = load("sparkfleet.adapters").host_plan
     try:
-        return plan_all(facts, instances, label).model_dump(mode="json")
+        return plan_all(facts, instances, label, behind_door).model_dump(mode="json")
     except ValueError as exc:
         raise AnsibleFilterError(f"host_plan: {exc}") from exc
 

@@ -15,12 +15,12 @@ description:
     from the bind address ...) a unit of that kind runs with, in render order, each with the reason
     the unit carries as a comment. Relaxations (JIT memory for vLLM and Ray, the GB10 device nodes)
     say why.
-positional: platform, writable, bind_host, allowed_clients, link_subnet, rdma_devices
+positional: platform, writable, bind_host, allowed_clients, link_subnet, rdma_devices, socket, socket_group
 options:
   _input:
     description:
       - The unit kind (C(vllm), C(watchdog), C(ray), C(node_exporter), C(prometheus), C(drop_caches), C(front_door),
-        C(door_metrics), C(gpu_metrics), C(door_activator), C(webui)).
+        C(door_metrics), C(gpu_metrics), C(door_activator), C(webui), C(link_test)).
     type: str
     required: true
   platform:
@@ -42,7 +42,9 @@ options:
     elements: str
     default: []
   link_subnet:
-    description: The cluster link subnet a multi-node member talks over.
+    description:
+      - What a cluster member admits on the link, space-separated addresses or networks (the members'
+        addresses); for C(link_test), the one peer of the test.
     type: str
   rdma_devices:
     description:
@@ -52,6 +54,15 @@ options:
     type: list
     elements: str
     default: []
+  socket:
+    description:
+      - The Unix socket an instance serves on behind the door (vllm), or that the unit reaches it at
+        (watchdog, the benchmark's vllm-kind unit, and for C(door_activator) any of its instances' sockets).
+      - The unit then runs in a network namespace of its own (C(PrivateNetwork=yes)).
+    type: str
+  socket_group:
+    description: The group of the socket directories (nginx's workers' group); a watchdog or activator joins it.
+    type: str
 requirements:
   - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
 """
@@ -75,7 +86,15 @@ from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import loa
 
 # A filter's arguments are positional in Jinja.
 def unit_sandbox(  # noqa: PLR0917
-    kind, platform, writable=None, bind_host="127.0.0.1", allowed_clients=None, link_subnet=None, rdma_devices=None
+    kind,
+    platform,
+    writable=None,
+    bind_host="127.0.0.1",
+    allowed_clients=None,
+    link_subnet=None,
+    rdma_devices=None,
+    socket=None,
+    socket_group=None,
 ):
     plain = load("sparkfleet.adapters").plain
     hardening = load("sparkfleet.hardening")
@@ -90,6 +109,8 @@ def unit_sandbox(  # noqa: PLR0917
             allowed_clients=clients,
             link_subnet=str(link_subnet) if link_subnet else None,
             rdma_devices=[str(d) for d in plain(rdma_devices or [])],
+            socket=str(socket) if socket else None,
+            socket_group=str(socket_group) if socket_group else None,
         )
     except ValueError as exc:
         raise AnsibleFilterError(f"unit_sandbox: {exc}") from exc

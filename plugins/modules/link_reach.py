@@ -34,6 +34,11 @@ options:
     description: Seconds to wait for each peer to answer.
     type: float
     default: 3
+  interface:
+    description:
+      - The link interface. When set, the hosts this host has a complete neighbour entry for on it (the kernel's
+        ARP table) are returned as RV(neighbours), so a preflight can name hosts on the link that are not members.
+    type: str
 attributes:
   check_mode:
     description: Runs the same read-only test in check mode.
@@ -62,6 +67,11 @@ peers:
   type: dict
 unanswered:
   description: "The peers that did not answer, each as C(name (address): why)."
+  returned: always
+  type: list
+  elements: str
+neighbours:
+  description: The IPv4 addresses with a complete neighbour entry on I(interface) (empty without it).
   returned: always
   type: list
   elements: str
@@ -97,6 +107,25 @@ def knock(source, address, port, timeout):
     return True, how, round((time.monotonic() - began) * 1000, 1)
 
 
+ARP_COMPLETE = 0x2  # ATF_COM in include/uapi/linux/if_arp.h
+
+
+def neighbours(interface, table="/proc/net/arp"):
+    """The IPv4 addresses this host has a complete (resolved) neighbour entry for on the interface."""
+    try:
+        with open(table, encoding="ascii") as handle:
+            rows = handle.read().splitlines()[1:]
+    except OSError:
+        return []
+    found = []
+    for row in rows:
+        fields = row.split()
+        # IP address, HW type, Flags, HW address, Mask, Device
+        if len(fields) >= 6 and fields[5] == interface and int(fields[2], 16) & ARP_COMPLETE:
+            found.append(fields[0])
+    return sorted(set(found))
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -104,6 +133,7 @@ def main():
             "peers": {"type": "dict", "required": True},
             "port": {"type": "int", "required": True},
             "timeout": {"type": "float", "default": 3},
+            "interface": {"type": "str"},
         },
         supports_check_mode=True,
     )
@@ -118,7 +148,8 @@ def main():
         results[name] = {"address": str(address), "answered": answered, "how": how, "ms": ms}
         if not answered:
             unanswered.append(f"{name} ({address}): {how}")
-    module.exit_json(changed=False, peers=results, unanswered=unanswered)
+    seen = neighbours(params["interface"]) if params["interface"] else []
+    module.exit_json(changed=False, peers=results, unanswered=unanswered, neighbours=seen)
 
 
 if __name__ == "__main__":

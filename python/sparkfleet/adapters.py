@@ -17,9 +17,9 @@ from .cluster import (
     ray_auth_env,
 )
 from .doctor import Status, diagnose, render
-from .door import DoorPlan, client_digests, door_plan_from
+from .door import METRICS_CLIENT, DoorPlan, client_digests, door_plan_from
 from .errors import PlanError, from_validation
-from .hostplan import HostPlan, InstanceRequest, endpoint, plan_host
+from .hostplan import HostPlan, InstanceRequest, endpoint, plan_host, socket_endpoint
 from .hub import served_at, snapshot_dir
 from .link import graph_instances, link_facts, link_report, nccl_graphs_problem
 from .modelconfig import profile_from_config
@@ -202,12 +202,14 @@ def cluster_ranks(head_instances: Any, head: str, members: Any, me: str) -> list
     return out
 
 
-def host_plan(facts: Any, instances: Any, label: str = "instances") -> HostPlan:
+def host_plan(facts: Any, instances: Any, label: str = "instances", behind_door: Any = False) -> HostPlan:
     instances = plain(instances)
     if not isinstance(instances, list):
         raise PlanError(label, "must be a list of instances")
+    if not isinstance(behind_door, bool):
+        raise PlanError("front_door_enabled", f"must be true or false, not {behind_door!r}")
     requests = [instance_request(item, f"{label}[{index}]") for index, item in enumerate(instances)]
-    return plan_host(host_facts(facts), requests, label)
+    return plan_host(host_facts(facts), requests, label, behind_door)
 
 
 def scraped_host(raw: Any, name: str) -> ScrapedHost:
@@ -220,7 +222,10 @@ def scraped_host(raw: Any, name: str) -> ScrapedHost:
     for index, item in enumerate(raw.get("instances") or []):
         if not isinstance(item, dict) or "name" not in item:
             raise ValueError(f"vllm_serve_instances[{index}] on {name}: each instance needs a name")
-        endpoints[str(item["name"])] = endpoint(str(item.get("host", default_host)), int(item.get("port", default_port)))
+        host, port = str(item.get("host", default_host)), int(item.get("port", default_port))
+        # On its socket behind the door (the host plan says so; the preflight passes it for this host).
+        on_socket = item.get("socket") is True
+        endpoints[str(item["name"])] = socket_endpoint(str(item["name"]), host, port) if on_socket else endpoint(host, port)
         if item.get("on_demand") is True:
             on_demand.add(str(item["name"]))
     return ScrapedHost(
@@ -229,6 +234,8 @@ def scraped_host(raw: Any, name: str) -> ScrapedHost:
         endpoints=endpoints,
         node_exporter=bool(raw.get("node_exporter", True)),
         on_demand=on_demand,
+        door_port=int(raw["door_port"]) if raw.get("door_port") else None,
+        door_address=str(raw.get("door_address") or "0.0.0.0"),
     )
 
 
@@ -317,4 +324,10 @@ def front_door_plan(host_plan_data: Any, settings: Any, variable: str = "front_d
     if not isinstance(settings, dict):
         raise PlanError(variable, "the door settings must be a mapping")
     digests = client_digests(settings.get("clients", []), f"{variable}_clients")
+    metrics_key = settings.pop("metrics_key", None)
+    for index, client in enumerate(digests):
+        if client["name"] == METRICS_CLIENT:
+            raise PlanError(f"{variable}_clients[{index}].name", f"{METRICS_CLIENT!r} is the door's own client (Prometheus)")
+    if metrics_key is not None:
+        digests += client_digests([{"name": METRICS_CLIENT, "key": metrics_key}], f"{variable} metrics key")
     return door_plan_from(plain(host_plan_data), {**settings, "clients": digests}, variable)

@@ -26,6 +26,10 @@ GENERATE_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/responses")
 POOLING_PATHS = ("/v1/embeddings",)
 # Answered by the door itself from the plan: every model of the host, wherever it runs.
 MODELS_PATH = "/v1/models"
+# vLLM's /metrics of each instance, for this host's Prometheus only: the door's own client, whose key the
+# door makes and keeps, reaches these paths and nothing else (instances on sockets have no other way).
+METRICS_PREFIX = "/_sparkfleet/metrics/"
+METRICS_CLIENT = "sparkfleet-metrics"
 
 _CLIENT_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 # A client key is a bearer token: long enough to be unguessable, with nothing a header or log could split.
@@ -64,7 +68,8 @@ class DoorLimits(Strict):
     requests_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 600
     burst: Annotated[int, Field(ge=0, le=100_000)] = 60
     concurrency: Annotated[int, Field(ge=1, le=100_000)] = 32
-    max_body_mib: Annotated[int, Field(ge=1, le=1024)] = 32
+    # A cap over every instance's own body limit (its plan's max_request_mib); null: no cap beyond those.
+    max_body_mib: Annotated[int, Field(ge=1, le=1024)] | None = None
     # Long generations and streams: the upstream may be silent this long between two bytes.
     read_timeout_s: Annotated[int, Field(ge=10, le=86_400)] = 3600
     # While an instance starts or restarts the door answers 503 and asks clients to retry after this.
@@ -80,6 +85,8 @@ class DoorWebui(Strict):
 
     port: Annotated[int, Field(ge=1, le=65535)] = 8443
     upstream_port: Annotated[int, Field(ge=1024, le=65535)] = 8080
+    # Documents and images people upload to the UI.
+    max_body_mib: Annotated[int, Field(ge=1, le=1024)] = 32
 
 
 class DoorSettings(Strict):
@@ -118,6 +125,8 @@ class DoorRoute(Strict):
     paths: list[str]
     max_model_len: int
     on_demand: bool = False
+    # The largest body the door forwards to it: its plan's max_request_mib, under the door's cap.
+    max_body_mib: int = 32
 
 
 class Switched(Strict):
@@ -125,6 +134,8 @@ class Switched(Strict):
 
     unit: str
     url: str
+    # The Unix socket it serves on behind the door (then url is the probe's http+unix:// form of it).
+    socket: str | None = None
     footprint_gib: float
     idle_stop_after_s: int
 
@@ -136,6 +147,15 @@ class Activator(Strict):
     budget_gib: float
     wait_s: int
     instances: dict[str, Switched]
+
+
+# nginx itself (master, workers, TLS sessions, zones), before any request body.
+NGINX_BASE_MIB = 256
+
+
+def door_memory_mib(clients: int, concurrency: int, max_body_mib: int) -> int:
+    """What nginx may hold: each key's requests in flight buffer their bodies, and njs scans a copy of each."""
+    return NGINX_BASE_MIB + max(clients, 1) * concurrency * max_body_mib * 2
 
 
 # TLS 1.2 suites with forward secrecy and an AEAD cipher (Mozilla's "intermediate" list): no CBC and no
@@ -167,6 +187,12 @@ class DoorPlan(Strict):
     activator: Activator | None = None
     webui: DoorWebui | None = None
     tls12_ciphers: str = TLS12_CIPHERS
+    metrics_prefix: str = METRICS_PREFIX
+    metrics_client: str = METRICS_CLIENT
+    # What nginx buffers at most (the largest route's limit), and the memory it may hold (MemoryMax).
+    max_body_mib: int = 32
+    memory_max_mib: int = NGINX_BASE_MIB
+    memory_max_reason: str = ""
 
 
 def client_digests(clients: object, variable: str) -> list[dict[str, str]]:
@@ -258,13 +284,21 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
             DoorRoute(
                 served_name=served.served_name,
                 instance=name,
-                upstream=f"{endpoint.local_host}:{endpoint.port}",
+                upstream=f"unix:{endpoint.socket}" if endpoint.socket else f"{endpoint.local_host}:{endpoint.port}",
                 paths=_paths_of(served.argv),
                 max_model_len=served.max_model_len,
                 on_demand=name in host_plan.on_demand,
+                max_body_mib=min(served.max_request_mib, settings.limits.max_body_mib or served.max_request_mib),
             )
         )
     paths = sorted({p for r in routes for p in r.paths})
+    max_body = max((r.max_body_mib for r in routes), default=1)
+    memory_max = door_memory_mib(len(settings.clients), settings.limits.concurrency, max_body)
+    memory_why = (
+        f"nginx may hold {memory_max} MiB (MemoryMax: {len(settings.clients)} keys x {settings.limits.concurrency} "
+        f"requests x {max_body} MiB of body, twice for the router's copy, + {NGINX_BASE_MIB} MiB for nginx); "
+        "past it the kernel stops the door, never vLLM"
+    )
     models: dict[str, object] = {
         "object": "list",
         "data": [
@@ -272,10 +306,23 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
             for r in routes
         ],
     }
+    on_sockets = [r.instance for r in routes if r.upstream.startswith("unix:")]
     reasons = [
-        "every instance binds loopback; vLLM's --api-key guards only /v1, so the door checks a key on every path",
+        "vLLM's --api-key guards only /v1, so the door checks a key on every path; "
+        + (
+            f"{', '.join(on_sockets)} serve on Unix sockets only the door's workers may open, each in a network "
+            "namespace of its own, so no local account reaches vLLM or its internal sockets around the door"
+            if on_sockets
+            else "every instance binds loopback"
+        ),
         f"allow-listed paths: {', '.join([MODELS_PATH, *paths])}; any other path is 404 with a key, 401 without",
         "keys are kept as SHA-256 digests; adding or revoking one reloads the proxy, in-flight requests finish",
+        f"{METRICS_PREFIX}<instance> serves vLLM's /metrics to this host's Prometheus, whose key ({METRICS_CLIENT}, "
+        "made and kept by the door) reaches nothing else; no other key reaches it",
+        "request bodies: "
+        + ", ".join(f"{r.served_name} up to {r.max_body_mib} MiB" for r in routes)
+        + " (each instance's plan sizes it to its context; 413 above)",
+        memory_why,
     ]
     activator = None
     if host_plan.on_demand:
@@ -286,6 +333,7 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
                 name: Switched(
                     unit=f"sparkfleet-vllm-{name}.service",
                     url=host_plan.endpoints[name].local_url,
+                    socket=host_plan.endpoints[name].socket,
                     footprint_gib=switched.footprint_gib,
                     idle_stop_after_s=switched.idle_stop_after_s,
                 )
@@ -317,6 +365,9 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
         reasons=reasons,
         activator=activator,
         webui=settings.webui,
+        max_body_mib=max_body,
+        memory_max_mib=memory_max,
+        memory_max_reason=memory_why,
     )
 
 

@@ -7,6 +7,7 @@ flags are). The roles render these lists; nothing here touches a host.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Sequence
 from enum import Enum
@@ -46,6 +47,7 @@ class UnitKind(str, Enum):
     GPU_METRICS = "gpu_metrics"  # the oneshot that turns nvidia-smi's readings into textfile metrics
     DOOR_ACTIVATOR = "door_activator"  # starts and stops the door's on-demand instances: talks to systemd
     WEBUI = "webui"  # Open WebUI, the optional chat UI: Python, its own user and accounts, talks to the door on loopback
+    LINK_TEST = "link_test"  # the link doctor's bandwidth server or client (ib_write_bw / iperf3), for one test
 
 
 class Directive(Strict):
@@ -145,7 +147,7 @@ def ip_policy(bind_host: str, allowed_clients: Sequence[str], link_subnet: str |
         reason = f"the API is bound to {bind_host}: loopback and the configured client networks"
     if link_subnet:
         allow.append(link_subnet)
-        reason += f"; the cluster link {link_subnet}"
+        reason += f"; the cluster members' own link addresses {link_subnet}"
     return [
         _d("IPAddressDeny", "any", "defence in depth: every address not allowed below is dropped"),
         _d("IPAddressAllow", " ".join(allow), reason),
@@ -173,13 +175,19 @@ def sandbox(
     allowed_clients: Sequence[str] = (),
     link_subnet: str | None = None,
     rdma_devices: Sequence[str] = (),
+    socket: str | None = None,
+    socket_group: str | None = None,
 ) -> list[Directive]:
     """Every sandbox directive of one unit, in the order they are rendered.
 
     `rdma_devices` (the verbs nodes a host has) open the RDMA link to a cluster member on gb10: a Ray unit,
     or an instance that spans nodes (it has a link subnet); a single-node instance keeps the closed policy.
+    `socket`: the instance serves (vllm) or is reached (watchdog, activator, benchmark) on this Unix socket
+    behind the door, so the unit needs no network of the host's; `socket_group` is the group of its directory.
     """
     out = _common()
+    if kind is UnitKind.VLLM and socket:
+        writable = [*writable, posixpath.dirname(socket)]
     if writable:
         # '-': a path that does not exist yet is skipped instead of failing the start.
         paths = " ".join(f"-{path}" for path in writable)
@@ -196,13 +204,22 @@ def sandbox(
                 "its API, vLLM's internal sockets and interface discovery (netlink)",
             )
         )
-        if kind is UnitKind.VLLM:
+        if kind is UnitKind.VLLM and socket:
+            out += _private_network(f"it serves on {socket} and its engine's own sockets stay inside")
+            out.append(
+                _d(
+                    "IPAddressAllow",
+                    "localhost",
+                    "the loopback of its own namespace: its API server, engine core and workers talk there",
+                )
+            )
+        elif kind is UnitKind.VLLM:
             out += ip_policy(bind_host, allowed_clients, link_subnet)
         else:
             # Fails closed: a link whose subnet is not known admits loopback only, never every address.
             allow = f"localhost {link_subnet}" if link_subnet else "localhost"
             why = (
-                f"this host and the cluster link {link_subnet}"
+                f"this host and the cluster members' own link addresses {link_subnet} (not their subnet)"
                 if link_subnet
                 else ("this host only: the cluster link's subnet is not known (ray_cluster_interface has no IPv4 address)")
             )
@@ -213,6 +230,8 @@ def sandbox(
         return out
     if kind is UnitKind.DROP_CACHES:
         return _drop_caches(out)
+    if kind is UnitKind.LINK_TEST:
+        return _link_test(out, platform, link_subnet, rdma_devices)
     if kind is UnitKind.FRONT_DOOR:
         return _front_door(out)
     if kind is UnitKind.DOOR_METRICS:
@@ -250,6 +269,13 @@ def sandbox(
             _d("RuntimeDirectory", "sparkfleet", "its miss counts live in /run/sparkfleet (read-only otherwise)"),
             _d("RuntimeDirectoryPreserve", "yes", "the counts must survive between timer runs"),
         ]
+        if socket:
+            return [
+                *out,
+                *_socket_group(socket_group, f"it opens {posixpath.dirname(socket)}, where its instance serves"),
+                _d("RestrictAddressFamilies", "AF_UNIX", "its instance's socket and systemd's bus"),
+                *_private_network("it reaches its instance over the instance's Unix socket only"),
+            ]
         out.append(_d("RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6", "the API it probes and systemd's bus"))
         # It only talks to the instance, at the address the probe uses (bind_host here).
         peers = ["localhost"] + ([] if is_loopback(bind_host) else [bind_host])
@@ -264,6 +290,12 @@ def sandbox(
             _d("RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6", "its listener and the door"),
             _d("IPAddressDeny", "any", "defence in depth: it talks to nothing but this host"),
             _d("IPAddressAllow", "localhost", "the door forwards browsers to it on loopback; it reaches the door there"),
+        ]
+    elif kind is UnitKind.DOOR_ACTIVATOR and socket:
+        out += [
+            *_socket_group(socket_group, "it opens the on-demand instances' socket directories"),
+            _d("RestrictAddressFamilies", "AF_UNIX", "nginx's socket, systemd's bus, the instances' sockets"),
+            *_private_network("every on-demand instance serves on a Unix socket"),
         ]
     elif kind is UnitKind.DOOR_ACTIVATOR:
         out += [
@@ -281,6 +313,45 @@ def sandbox(
         )
     else:
         out.append(_d("RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6", "its listener and the targets it scrapes"))
+    return out
+
+
+def _private_network(why: str) -> list[Directive]:
+    return [
+        _d("PrivateNetwork", "yes", f"a network namespace of its own with loopback only: {why}"),
+        _d("IPAddressDeny", "any", "defence in depth: no address at all"),
+    ]
+
+
+def _socket_group(group: str | None, why: str) -> list[Directive]:
+    if not group:
+        raise PlanError("socket_group", "a unit that reaches an instance's socket needs the socket directory's group")
+    return [_d("SupplementaryGroups", group, why)]
+
+
+def _link_test(
+    common: list[Directive], platform: Platform, peer: str | None, rdma_devices: Sequence[str]
+) -> list[Directive]:
+    """One bandwidth test over the cluster link: the tool talks to its one peer and to nothing else."""
+    if not peer:
+        raise PlanError("link_subnet", "a link test needs the address of its peer on the link")
+    out = [
+        *common,
+        _d("MemoryDenyWriteExecute", "yes", "no writable+executable memory"),
+        _d("SystemCallFilter", "@system-service", "only the system calls services use"),
+        _d("SystemCallErrorNumber", "EPERM", "a filtered system call fails instead of killing the tool"),
+        _d(
+            "RestrictAddressFamilies",
+            "AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+            "the test's TCP connection (ib_write_bw's exchange too) and the interface lookup over netlink",
+        ),
+        _d("IPAddressDeny", "any", "every address but the peer's is dropped"),
+        _d("IPAddressAllow", peer, "the one member at the other end of the test"),
+    ]
+    if platform is Platform.GB10 and rdma_devices:
+        out.append(_d("DevicePolicy", "closed", "only the pseudo devices and the RDMA verbs nodes below"))
+        return out + _rdma(check_rdma_devices(rdma_devices))
+    out.append(_d("PrivateDevices", "yes", "no physical devices: a TCP test needs none"))
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import urllib.parse
 from typing import Annotated
 
 from pydantic import Field, field_validator
@@ -54,6 +55,11 @@ class Endpoint(Strict):
     port: int
     local_host: str
     local_url: str
+    # Behind the door: the Unix socket it serves on instead (host and port are then not listened on),
+    # in the run-time directory /run/<runtime_directory>, mode 0750, owned by the service user and the
+    # door's worker group.
+    socket: str | None = None
+    runtime_directory: str | None = None
 
 
 def endpoint(host: str, port: int) -> Endpoint:
@@ -61,6 +67,27 @@ def endpoint(host: str, port: int) -> Endpoint:
     local = "127.0.0.1" if host in WILDCARDS else host
     shown = f"[{local}]" if ":" in local else local
     return Endpoint(host=host, port=port, local_host=local, local_url=f"http://{shown}:{port}")
+
+
+def runtime_directory(name: str) -> str:
+    """The directory under /run that holds an instance's socket (systemd-tmpfiles keeps it across boots)."""
+    return f"sparkfleet-vllm-{name}"
+
+
+def socket_path(name: str) -> str:
+    return f"/run/{runtime_directory(name)}/api.sock"
+
+
+def socket_endpoint(name: str, host: str, port: int) -> Endpoint:
+    """An instance on its Unix socket: reached at http+unix://<the path, percent-encoded> (the probe's scheme)."""
+    path = socket_path(name)
+    return endpoint(host, port).model_copy(
+        update={
+            "local_url": "http+unix://" + urllib.parse.quote(path, safe=""),
+            "socket": path,
+            "runtime_directory": runtime_directory(name),
+        }
+    )
 
 
 class OnDemand(Strict):
@@ -162,9 +189,26 @@ def _check_names_and_ports(requests: list[InstanceRequest], label: str) -> None:
                 )
 
 
-def plan_host(host: HostFacts, requests: list[InstanceRequest], label: str = "instances") -> HostPlan:
-    """Plan each instance, then refuse a set that clashes on a port or does not fit in memory together."""
+def on_socket(request: InstanceRequest) -> bool:
+    """Behind the door, an instance on one node serves on a Unix socket; ranks of a multi-node one keep TCP."""
+    return request.placement is None and request.intent.nodes == 1
+
+
+def plan_host(
+    host: HostFacts, requests: list[InstanceRequest], label: str = "instances", behind_door: bool = False
+) -> HostPlan:
+    """Plan each instance, then refuse a set that clashes on a port or does not fit in memory together.
+
+    behind_door: the front door is the only way in, so every single-node instance serves on its socket.
+    """
     _check_names_and_ports(requests, label)
+    if behind_door:
+        requests = [
+            r.model_copy(update={"intent": r.intent.model_copy(update={"socket": socket_path(r.name)})})
+            if on_socket(r)
+            else r
+            for r in requests
+        ]
     plans: dict[str, ServePlan] = {}
     for index, request in enumerate(requests):
         try:
@@ -218,7 +262,13 @@ def plan_host(host: HostFacts, requests: list[InstanceRequest], label: str = "in
     return HostPlan(
         instances={name: served for name, served in plans.items() if name not in headless},
         ranks={name: served for name, served in plans.items() if name in headless},
-        endpoints={r.name: endpoint(r.intent.host, r.intent.port) for r in requests if not r.headless},
+        endpoints={
+            r.name: socket_endpoint(r.name, r.intent.host, r.intent.port)
+            if r.intent.socket
+            else endpoint(r.intent.host, r.intent.port)
+            for r in requests
+            if not r.headless
+        },
         footprint_gib=round(peak, 2),
         usable_gib=round(usable, 2),
         mem_total_gib=round(total, 2),

@@ -392,6 +392,8 @@ _SERVED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$")
 # and comments, so nothing that could end a line, start an option or climb out of a path.
 _DRAFTER_HUB = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}(@[\w./-]{1,255})?", re.ASCII)
 _COMMIT = re.compile(r"[0-9a-f]{40}", re.ASCII)
+# A Unix socket under /run (AF_UNIX paths are at most 107 bytes).
+_SOCKET_PATH = r"^/run/[a-z0-9][a-z0-9.-]{0,62}/[a-z0-9][a-z0-9.-]{0,30}\.sock$"
 _DRAFTER_DIR = re.compile(r"(/[A-Za-z0-9_][A-Za-z0-9._@+-]{0,254}){1,32}", re.ASCII)
 
 
@@ -410,6 +412,9 @@ class Intent(Strict):
     served_name: str | None = None
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=1, le=65535)] = 8000
+    # Set by the host plan, never by a user: behind the front door a single-node instance serves on this
+    # Unix socket (vLLM's --uds) instead of host:port, in a network namespace of its own.
+    socket: Annotated[str, Field(pattern=_SOCKET_PATH)] | None = None
     api_key: bool = False
     allow_unauthenticated_bind: bool = False
     tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
@@ -424,6 +429,8 @@ class Intent(Strict):
     trust_remote_code: bool | str = False
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
     max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = None
+    # The largest request body the front door forwards to this instance (MiB); null sizes it to the context.
+    max_request_mib: Annotated[int, Field(ge=1, le=1024)] | None = None
     # The question this instance is ready by, when the default (sparkfleet.answers) does not fit it.
     answer_check: KnownAnswer | None = None
     # Server-wide chat template settings (e.g. {enable_thinking: false}), over the profile's own.
@@ -475,7 +482,7 @@ class Intent(Strict):
 
     @property
     def binds_loopback_only(self) -> bool:
-        if self.host == "localhost":
+        if self.socket is not None or self.host == "localhost":
             return True
         if self.host in WILDCARDS:
             return False
@@ -559,3 +566,5 @@ class ServePlan(Strict):
     node_rank: int = 0
     # A rank above 0 of a native multi-node instance: no API server here, rank 0 on the head serves it.
     headless: bool = False
+    # The largest request body the front door forwards to it (sparkfleet.requestsize).
+    max_request_mib: int = 32

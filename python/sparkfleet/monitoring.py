@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator
 
+from .door import METRICS_PREFIX
 from .errors import PlanError, from_validation
 from .hostplan import Endpoint, HostPlan, footprint_gib
 from .models import GIB, WILDCARDS, ServePlan, Strict
@@ -321,6 +322,9 @@ class ScrapedHost(Strict):
     server: str
     endpoints: dict[str, Endpoint] = Field(default_factory=dict)
     node_exporter: bool = True
+    # The door's address and port, when its instances serve on sockets behind it: their /metrics is read there.
+    door_address: str = "0.0.0.0"
+    door_port: int | None = None
     # Instances the front door switches: down between uses by design, so no down alert for them.
     on_demand: set[str] = Field(default_factory=set)
 
@@ -337,8 +341,13 @@ def _target(address: str, port: int) -> str:
 
 
 def scrape_targets(server: str, hosts: dict[str, ScrapedHost], node_port: int) -> dict[str, list[dict[str, Any]]]:
-    """file_sd target groups for the Prometheus on `server`: the instances and node_exporter of each host it scrapes."""
+    """file_sd target groups for the Prometheus on `server`: the instances and node_exporter of each host it scrapes.
+
+    An instance on its Unix socket behind the door is read through its own host's door ("vllm_door": TLS and
+    the door's metrics key, job label still VLLM_JOB); only that host's Prometheus has the key.
+    """
     vllm: list[dict[str, Any]] = []
+    through_door: list[dict[str, Any]] = []
     node: list[dict[str, Any]] = []
     for name, host in sorted(hosts.items()):
         if host.server != server:
@@ -348,6 +357,21 @@ def scrape_targets(server: str, hosts: dict[str, ScrapedHost], node_port: int) -
             address = "127.0.0.1" if local else host.address
             node.append({"targets": [_target(address, node_port)], "labels": {"sparkfleet_host": name}})
         for instance, ep in sorted(host.endpoints.items()):
+            labels = {"sparkfleet_host": name, "sparkfleet_instance": instance}
+            if instance in host.on_demand:
+                labels["sparkfleet_on_demand"] = "true"
+            if ep.socket is not None:
+                if not local or host.door_port is None:
+                    raise PlanError(
+                        f"vllm_serve_instances ({instance}) on {name}",
+                        f"serves on a Unix socket behind the front door of {name}; only the Prometheus on {name} "
+                        "holds that door's metrics key",
+                        (f"monitoring_server: {name} on {name}",),
+                    )
+                labels["__metrics_path__"] = f"{METRICS_PREFIX}{instance}"
+                door = "127.0.0.1" if host.door_address in WILDCARDS else host.door_address
+                through_door.append({"targets": [_target(door, host.door_port)], "labels": labels})
+                continue
             if local:
                 address = ep.local_host
             elif ep.host in WILDCARDS:
@@ -360,11 +384,8 @@ def scrape_targets(server: str, hosts: dict[str, ScrapedHost], node_port: int) -
                 )
             else:
                 address = ep.host
-            labels = {"sparkfleet_host": name, "sparkfleet_instance": instance}
-            if instance in host.on_demand:
-                labels["sparkfleet_on_demand"] = "true"
             vllm.append({"targets": [_target(address, ep.port)], "labels": labels})
-    return {"vllm": vllm, "node": node}
+    return {"vllm": vllm, "vllm_door": through_door, "node": node}
 
 
 # --------------------------------------------------------------------------- dashboard

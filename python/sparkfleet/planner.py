@@ -28,6 +28,8 @@ from .models import (
     SpeculativeMethod,
     SystemdLimits,
 )
+from .requestsize import SOURCE as REQUEST_SOURCE
+from .requestsize import max_request_mib
 from .sources import SEED_GUIDE, SEED_SM121, SEED_VLLM_BLOG
 from .versions import (
     ENV_VARS,
@@ -694,6 +696,8 @@ def plan(
     if load.flag is None:
         # vLLM's default needs no flag; the plan still says why it loads that way.
         reasons.append(Reason(item=f"load {load.strategy.value}", reason=load.reason, source=load.source))
+    request_mib, request_why = max_request_mib(r.max_model_len, profile.multimodal, intent.max_request_mib)
+    reasons.append(Reason(item=f"request body up to {request_mib} MiB", reason=request_why, source=REQUEST_SOURCE))
     reasons.append(
         Reason(
             item="secret VLLM_API_KEY" if intent.api_key else "no API key",
@@ -750,4 +754,5 @@ def plan(
         reasons=reasons,
         mode="predicted" if predicted else "planned",
         load_strategy=load.strategy,
+        max_request_mib=request_mib,
     )

@@ -48,6 +48,24 @@ class ReleasePatch(Strict):
         return value
 
 
+class PrecompiledWheel(Strict):
+    """The vLLM wheel a fork build takes its compiled kernels from (VLLM_USE_PRECOMPILED), pinned by hash."""
+
+    url: str
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+    @field_validator("url")
+    @classmethod
+    def _wheel_url(cls, value: str) -> str:
+        if not _URL.fullmatch(value) or value.startswith("http://") or not value.endswith(".whl"):
+            raise ValueError(f"{value!r} is not an https or file URL of a .whl")
+        return value
+
+    @property
+    def filename(self) -> str:
+        return self.url.rsplit("/", 1)[1]
+
+
 class InstallInputs(Strict):
     """The vllm_install role's variables; null means the platform default (PLATFORM_PACKAGES)."""
 
@@ -60,6 +78,8 @@ class InstallInputs(Strict):
     vllm_version: str
     vllm_git_repo: str | None = None
     vllm_git_ref: str | None = None
+    # A fork build's kernels: the precompiled wheel it unpacks, fetched and hash-checked before the build.
+    precompiled_wheel: PrecompiledWheel | None = Field(default=None, validate_default=True)
     torch_version: str | None = None
     torchvision_version: str | None = None
     flashinfer_version: str | None = None
@@ -132,6 +152,20 @@ class InstallInputs(Strict):
                 raise ValueError(f"{url!r} is plain http: root builds and installs from it, so only https or file")
         return value
 
+    @field_validator("precompiled_wheel")
+    @classmethod
+    def _fork_kernels_pinned(cls, value: PrecompiledWheel | None, info: ValidationInfo) -> PrecompiledWheel | None:
+        source = info.data.get("vllm_source")
+        if source == "git" and value is None:
+            raise ValueError(
+                "a fork build takes vLLM's compiled kernels from a precompiled wheel, which root would otherwise "
+                "download unpinned: give {url: https://.../vllm-<version>-<tags>.whl, sha256: <its hash>} (the "
+                "wheel of the fork's base commit, e.g. from wheels.vllm.ai)"
+            )
+        if source != "git" and value is not None:
+            raise ValueError("only a fork build (vllm_source git) uses a precompiled wheel: leave it empty")
+        return value
+
     @model_validator(mode="after")
     def _git_needs_repo_and_ref(self) -> InstallInputs:
         if self.vllm_source == "git" and not (self.vllm_git_repo and self.vllm_git_ref):
@@ -192,10 +226,19 @@ class Step(Strict):
     why: str = ""
 
 
+class WheelFetch(Strict):
+    """What the role fetches (and checks against its hash) before a fork build runs."""
+
+    url: str
+    sha256: str
+    dest: str
+
+
 class Recipe(Strict):
     release_id: str
     release_dir: str
     inputs_dir: str
+    precompiled_wheel: WheelFetch | None = None
     vllm_version: str
     capabilities: list[str]
     excludes: list[str]
@@ -264,7 +307,9 @@ def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
 
     Files the steps read (the lock, patches, the alias script) are put in <root>/build/<id>/ first.
     """
-    rid = lock_release_id(lock, [p.sha256 for p in inputs.patches], capabilities=inputs.capabilities)
+    # The fork's kernels (its precompiled wheel) are release content like the patches: another wheel, another id.
+    content = [p.sha256 for p in inputs.patches] + ([inputs.precompiled_wheel.sha256] if inputs.precompiled_wheel else [])
+    rid = lock_release_id(lock, content, capabilities=inputs.capabilities)
     release = f"{root}/releases/{rid}"
     inputs_dir = f"{root}/build/{rid}"
     python = f"{release}/bin/python"
@@ -304,7 +349,11 @@ def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
             "hash-checked, and nothing else",
         ),
     ]
-    if inputs.vllm_source == "git":
+    fetch = None
+    if inputs.vllm_source == "git" and inputs.precompiled_wheel is not None:
+        wheel = inputs.precompiled_wheel
+        fetch = WheelFetch(url=wheel.url, sha256=wheel.sha256, dest=f"{inputs_dir}/{wheel.filename}")
+    if inputs.vllm_source == "git" and fetch is not None:
         steps += [
             Step(
                 name="fetch the vLLM source at its pinned commit",
@@ -314,9 +363,23 @@ def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
             Step(name="check out the pinned commit", argv=["git", "-C", src, "checkout", "--detach", str(lock.git_sha)]),
             Step(
                 name="install the fork over its locked dependencies",
-                argv=[uv, "pip", "install", "--python", python, "--no-deps", *source_args, "--editable", src],
-                env={"VLLM_USE_PRECOMPILED": "1"},
-                why="the fork's requirements are in the lock; only vLLM itself is built (precompiled kernels)",
+                argv=[
+                    uv,
+                    "pip",
+                    "install",
+                    "--python",
+                    python,
+                    "--no-deps",
+                    "--no-build-isolation",
+                    "--offline",
+                    "--editable",
+                    src,
+                ],
+                env={"VLLM_USE_PRECOMPILED": "1", "VLLM_PRECOMPILED_WHEEL_LOCATION": fetch.dest},
+                why="the fork's requirements and its build requirements are in the hashed lock, so it builds in the "
+                "release venv with no isolation and nothing fetched; its kernels come from the precompiled wheel "
+                f"checked against sha256 {fetch.sha256[:12]}... (vLLM's setup.py unpacks a local "
+                "VLLM_PRECOMPILED_WHEEL_LOCATION as it is)",
             ),
         ]
     if inputs.platform is Platform.GB10:
@@ -377,6 +440,7 @@ def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
         release_id=rid,
         release_dir=release,
         inputs_dir=inputs_dir,
+        precompiled_wheel=fetch,
         capabilities=sorted(set(inputs.capabilities)),
         excludes=list(pkgs.excludes),
         vllm_version=lock.vllm_version,

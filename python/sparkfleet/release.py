@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import tomllib
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Literal
 
@@ -192,6 +193,22 @@ def requirements_in(request: LockRequest, jit_cache_version: str | None = None) 
 def _drops(line: str) -> bool:
     name = re.split(r"[\s\[<>=!~;]", line.strip(), maxsplit=1)[0]
     return canonical_name(name) in NOT_ON_PYPI
+
+
+def build_requirement_lines(pyproject: str | None) -> list[str]:
+    """The fork's [build-system] requires (read at its sha): what pip's build isolation would fetch unhashed.
+
+    They join the lock, hash-checked, and the fork is built in the release venv without build isolation.
+    """
+    if pyproject is None:
+        raise PlanError(PIN_VARIABLES["role"]["*git"], "the fork has no pyproject.toml (vLLM's build reads it)")
+    try:
+        requires = tomllib.loads(pyproject).get("build-system", {}).get("requires", [])
+    except tomllib.TOMLDecodeError as exc:
+        raise PlanError(PIN_VARIABLES["role"]["*git"], f"the fork's pyproject.toml is not TOML: {exc}") from exc
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        raise PlanError(PIN_VARIABLES["role"]["*git"], "the fork's [build-system] requires is not a list of strings")
+    return [r.strip() for r in requires if r.strip()]
 
 
 def fork_requirement_lines(files: Mapping[str, str], entry: str) -> list[str]:

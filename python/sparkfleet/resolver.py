@@ -27,6 +27,7 @@ from .release import (
     LockRequest,
     Naming,
     build_lock,
+    build_requirement_lines,
     check_lock_file,
     check_lock_schema,
     compile_argv,
@@ -101,7 +102,10 @@ def fork_requirements(repo: str, sha: str, device: str, naming: Naming = "role")
             shown = _run(["git", "-C", tmp, "show", f"FETCH_HEAD:{path}"])
             if shown.returncode == 0:
                 files[path.removeprefix("requirements/")] = shown.stdout
-    return fork_requirement_lines(files, f"{device}.txt")
+        pyproject = _run(["git", "-C", tmp, "show", "FETCH_HEAD:pyproject.toml"])
+    # Its build requirements join the lock too: the fork builds without isolation, from hashed packages only.
+    build = build_requirement_lines(pyproject.stdout if pyproject.returncode == 0 else None)
+    return fork_requirement_lines(files, f"{device}.txt") + build
 
 
 def compile_lock(request: LockRequest, naming: Naming = "role", uv: str | None = None) -> Lock:

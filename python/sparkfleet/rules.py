@@ -95,8 +95,20 @@ def _gb10(s: Settings) -> bool:
 
 
 def served_identity(s: Settings) -> list[Entry]:
+    named = arg("--served-model-name", s.served_name, reason="name clients use in requests", source="intent")
+    if s.intent.socket is not None:
+        return [
+            named,
+            arg(
+                "--uds",
+                s.intent.socket,
+                reason="behind the front door: a Unix socket in a directory only the door's workers and the service "
+                "user may open, so no local account reaches vLLM around the door",
+                source="vLLM --uds (vllm#18097); issue 30",
+            ),
+        ]
     return [
-        arg("--served-model-name", s.served_name, reason="name clients use in requests", source="intent"),
+        named,
         arg(
             "--host",
             s.intent.host,

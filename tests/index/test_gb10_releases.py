@@ -29,6 +29,7 @@ from sparkfleet.versions import NEWEST_RELEASE
 
 # The oldest vLLM whose PyPI release resolves to a CUDA 13 torch on aarch64, the one before the default, and the default.
 GB10_FROM_PYPI = ["0.20.0", "0.32.0", NEWEST_RELEASE["gb10"]]
+WHEEL = {"url": "https://wheels.example/vllm-0.32.0-cp38-abi3-manylinux_2_31_aarch64.whl", "sha256": "e" * 64}
 LOCAL_WHEELS = Path("/opt/wheels")
 
 
@@ -85,6 +86,7 @@ def _fork(tmp_path: Path, transformers: str) -> tuple[str, str]:
     """A local stand-in for a vLLM fork: 0.32.0's requirement files with transformers pinned differently."""
     repo = tmp_path / "fork"
     shutil.copytree(FIXTURES / "vllm-fork" / "requirements", repo / "requirements")
+    shutil.copy(FIXTURES / "vllm-fork" / "pyproject.toml", repo / "pyproject.toml")
     common = repo / "requirements" / "common.txt"
     lines = [transformers if line.startswith("transformers") else line for line in common.read_text().splitlines()]
     common.write_text("\n".join(lines) + "\n")
@@ -105,12 +107,16 @@ def test_a_git_fork_locks_its_own_requirements_at_the_commit_its_ref_names(
     # spelling differs between them.
     monkeypatch.setenv("UV_EXCLUDE_NEWER", (datetime.now(UTC) - timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%SZ"))
     url, sha = _fork(tmp_path, "transformers >= 5.16.1, < 5.18.0")
-    lock = gb10(vllm_source="git", vllm_git_repo=url, vllm_git_ref="dflash-preview")
+    lock = gb10(vllm_source="git", vllm_git_repo=url, vllm_git_ref="dflash-preview", precompiled_wheel=WHEEL)
     assert lock.source == "git" and lock.git_sha == sha and "vllm" not in lock.packages
     assert lock.packages["torch"] == "2.13.0" and lock.cuda == "13.0"
+    # Its [build-system] requires are locked with hashes: the build runs without isolation and fetches nothing.
+    assert {"cmake", "ninja", "setuptools", "setuptools-scm", "setuptools-rust", "wheel", "jinja2"} <= lock.packages.keys()
+    for name in ("cmake", "setuptools-scm", "setuptools-rust"):
+        assert f"{name}=={lock.packages[name]} \\" in lock.requirements and "--hash=sha256:" in lock.requirements
     assert lock.packages["transformers"].startswith(("5.16.", "5.17."))
     assert "flashinfer-cubin" not in lock.packages
-    same_packages_other_commit = gb10(vllm_source="git", vllm_git_repo=url, vllm_git_ref=sha)
+    same_packages_other_commit = gb10(vllm_source="git", vllm_git_repo=url, vllm_git_ref=sha, precompiled_wheel=WHEEL)
     assert same_packages_other_commit.release_id == lock.release_id
 
 

@@ -20,6 +20,7 @@ SPARK = {"platform": "gb10", "mem_total_bytes": int(121.69 * GIB), "vllm_version
 QWEN = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 NANO = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"
 INSTALL = {"platform": "gb10", "uv_version": "0.13.9", "vllm_version": "0.32.0"}
+WHEEL = {"url": "https://wheels.example/vllm-0.32.0-cp38-abi3-manylinux_2_31_aarch64.whl", "sha256": "e" * 64}
 PATCH = {"name": "fix.py", "kind": "overlay", "target": "vllm/x.py", "sha256": "a" * 64}
 
 
@@ -129,7 +130,10 @@ CASES = [
     Case("a capability sparkfleet does not know", serve(instance(), facts={**SPARK, "vllm_capabilities": ["eagle9"]}), "sparkfleet_facts.vllm_capabilities", "not a capability"),
     Case("vLLM version 'latest'", install(vllm_version="latest"), "vllm_install_vllm_version", "not a version"),
     Case("git ref that is an option", install(vllm_source="git", vllm_git_repo="https://x/v.git", vllm_git_ref="--upload-pack=x"), "vllm_install_vllm_git_ref"),
-    Case("git source without a ref", install(vllm_source="git"), "vllm_install_inputs", "needs vllm_git_repo and vllm_git_ref"),
+    Case("git source without a ref", install(vllm_source="git", precompiled_wheel=WHEEL), "vllm_install_inputs", "needs vllm_git_repo and vllm_git_ref"),
+    Case("fork build whose kernels are not pinned", install(vllm_source="git", vllm_git_repo="https://x/v.git", vllm_git_ref="main"), "vllm_install_precompiled_wheel", "download unpinned"),
+    Case("precompiled wheel in plain http", install(vllm_source="git", vllm_git_repo="https://x/v.git", vllm_git_ref="main", precompiled_wheel={**WHEEL, "url": "http://wheels.example/vllm-0.32.0-cp38-abi3-manylinux_2_31_aarch64.whl"}), "vllm_install_precompiled_wheel.url", "not an https or file URL"),
+    Case("precompiled wheel for a release from PyPI", install(precompiled_wheel=WHEEL), "vllm_install_precompiled_wheel", "only a fork build"),
     Case("capabilities declared for a release from PyPI", install(capabilities=["dflash"]), "vllm_install_capabilities", "only for a fork"),
     Case("torch pin that is not a version", install(torch_version="cu130"), "vllm_install_torch_version"),
     Case("index URL without a scheme", install(index_urls=["download.pytorch.org/whl/cu130"]), "vllm_install_index_urls"),

@@ -12,17 +12,18 @@ from hypothesis import strategies as st
 
 from sparkfleet.adapters import front_door_plan
 from sparkfleet.catalog import get_profile
-from sparkfleet.door import GENERATE_PATHS, key_digest
+from sparkfleet.door import GENERATE_PATHS, METRICS_CLIENT, METRICS_PREFIX, NGINX_BASE_MIB, key_digest
 from sparkfleet.errors import PlanError
 from sparkfleet.hostplan import HostPlan, InstanceRequest, OnDemand, plan_host
 from sparkfleet.models import Intent
+from sparkfleet.requestsize import max_request_mib
 
 NANO = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"
 KEY_A = "a" * 40
 KEY_B = "B-" + "b" * 38
 
 
-def host(*instances: tuple[str, int, dict[str, object]]) -> HostPlan:
+def host(*instances: tuple[str, int, dict[str, object]], behind_door: bool = True) -> HostPlan:
     requests = [
         InstanceRequest(
             name=name,
@@ -32,7 +33,7 @@ def host(*instances: tuple[str, int, dict[str, object]]) -> HostPlan:
         )
         for name, port, intent in instances
     ]
-    return plan_host(spark(), requests, "vllm_serve_instances")
+    return plan_host(spark(), requests, "vllm_serve_instances", behind_door)
 
 
 TWO = (("coder", 8000, {"served_name": "coder"}), ("chat", 8001, {"served_name": "chat"}))
@@ -42,15 +43,44 @@ def door(plan: HostPlan, **settings: object) -> dict[str, object]:
     return front_door_plan(plan.model_dump(mode="json"), settings).model_dump(mode="json")
 
 
-def test_each_model_name_routes_to_its_loopback_instance() -> None:
+def test_each_model_name_routes_to_its_instances_socket() -> None:
     result = door(host(*TWO), clients=[{"name": "alice", "key": KEY_A}])
     routes = {r["served_name"]: (r["instance"], r["upstream"], r["paths"]) for r in result["routes"]}  # type: ignore[union-attr]
     assert routes == {
-        "chat": ("chat", "127.0.0.1:8001", list(GENERATE_PATHS)),
-        "coder": ("coder", "127.0.0.1:8000", list(GENERATE_PATHS)),
+        "chat": ("chat", "unix:/run/sparkfleet-vllm-chat/api.sock", list(GENERATE_PATHS)),
+        "coder": ("coder", "unix:/run/sparkfleet-vllm-coder/api.sock", list(GENERATE_PATHS)),
     }
     assert result["paths"] == sorted(GENERATE_PATHS)
     assert [m["id"] for m in result["models"]["data"]] == ["chat", "coder"]  # type: ignore[index]
+
+
+def test_an_instance_on_tcp_is_routed_to_its_loopback_port() -> None:
+    result = door(host(*TWO, behind_door=False))
+    assert {r["instance"]: r["upstream"] for r in result["routes"]} == {  # type: ignore[union-attr]
+        "chat": "127.0.0.1:8001",
+        "coder": "127.0.0.1:8000",
+    }
+
+
+def test_behind_the_door_vllm_serves_on_its_socket_and_not_on_a_port() -> None:
+    plan = host(*TWO)
+    chat = plan.instances["chat"]
+    assert chat.argv[chat.argv.index("--uds") + 1] == "/run/sparkfleet-vllm-chat/api.sock"
+    assert "--host" not in chat.argv and "--port" not in chat.argv
+    endpoint = plan.endpoints["chat"]
+    assert endpoint.socket == "/run/sparkfleet-vllm-chat/api.sock"
+    assert endpoint.runtime_directory == "sparkfleet-vllm-chat"
+    assert endpoint.local_url == "http+unix://%2Frun%2Fsparkfleet-vllm-chat%2Fapi.sock"
+    assert any(r.item.startswith("--uds") and "door" in r.reason for r in chat.reasons)
+
+
+def test_the_metrics_key_is_the_doors_own_client_and_no_user_may_take_its_name() -> None:
+    result = door(host(*TWO), clients=[{"name": "alice", "key": KEY_A}], metrics_key=KEY_B)
+    assert {"name": METRICS_CLIENT, "key_sha256": key_digest(KEY_B)} in result["clients"]  # type: ignore[operator]
+    assert result["metrics_prefix"] == METRICS_PREFIX and result["metrics_client"] == METRICS_CLIENT
+    with pytest.raises(PlanError) as err:
+        door(host(*TWO), clients=[{"name": METRICS_CLIENT, "key": KEY_A}], metrics_key=KEY_B)
+    assert err.value.variable == "front_door_clients[0].name"
 
 
 def test_keys_leave_the_planner_only_as_digests() -> None:
@@ -153,7 +183,8 @@ def test_on_demand_instances_are_routed_through_the_activator_within_the_plans_b
         "instances": {
             "chat": {
                 "unit": "sparkfleet-vllm-chat.service",
-                "url": "http://127.0.0.1:8001",
+                "url": "http+unix://%2Frun%2Fsparkfleet-vllm-chat%2Fapi.sock",
+                "socket": "/run/sparkfleet-vllm-chat/api.sock",
                 "footprint_gib": 20.5,
                 "idle_stop_after_s": 300,
             }
@@ -161,3 +192,25 @@ def test_on_demand_instances_are_routed_through_the_activator_within_the_plans_b
     }
     assert any("on demand: chat" in reason for reason in result["reasons"])  # type: ignore[union-attr]
     assert door(plan)["activator"] is None
+
+
+def test_each_model_takes_bodies_sized_to_its_context_and_nginx_memory_follows() -> None:
+    # Nano at 8192 tokens: 8192 x 24 B is under 1 MiB, + 1 MiB of envelope; the UI keeps its own 32 MiB.
+    plan = host(("coder", 8000, {"served_name": "coder"}), ("big", 8001, {"served_name": "big", "max_request_mib": 9}))
+    assert plan.instances["coder"].max_request_mib == 2
+    assert any(r.item == "request body up to 2 MiB" for r in plan.instances["coder"].reasons)
+    result = door(plan, clients=[{"name": "alice", "key": KEY_A}], metrics_key=KEY_B)
+    assert {r["instance"]: r["max_body_mib"] for r in result["routes"]} == {"big": 9, "coder": 2}  # type: ignore[union-attr]
+    assert result["max_body_mib"] == 9
+    # Two keys (alice and the metrics key) x 32 requests x 9 MiB, twice (the router's copy), + nginx itself.
+    assert result["memory_max_mib"] == NGINX_BASE_MIB + 2 * 32 * 9 * 2
+    assert "MemoryMax" in result["memory_max_reason"]  # type: ignore[operator]
+    capped = door(plan, clients=[{"name": "alice", "key": KEY_A}], limits={"max_body_mib": 4})
+    assert {r["instance"]: r["max_body_mib"] for r in capped["routes"]} == {"big": 4, "coder": 2}  # type: ignore[union-attr]
+
+
+def test_a_multimodal_model_takes_room_for_its_images() -> None:
+    mib, why = max_request_mib(262144, multimodal=True)
+    assert mib == 6 + 1 + 32 and "base64 images" in why
+    assert max_request_mib(262144, multimodal=False) == (7, "262144 tokens x 24 B + 1 MiB of envelope (text only)")
+    assert max_request_mib(4096, multimodal=True, override=3) == (3, "intent.max_request_mib")

@@ -204,3 +204,22 @@ class UnixConnection(http.client.HTTPConnection):
     def connect(self) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.connect(self.path)
+
+
+def test_an_instance_on_its_socket_is_seen_listening_and_read_through_the_probes_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(activator.subprocess, "run", FakeSystemd().run)
+    path = str(tmp_path / "api.sock")
+    on_socket = table()
+    on_socket["instances"]["chat"] |= {"url": "http+unix://" + path.replace("/", "%2F"), "socket": path}
+    made = activator.Switchboard(on_socket, str(tmp_path), str(ROOT / "roles/vllm_serve/files/sparkfleet_probe.py"))
+    assert not made.listening("chat")
+    assert made.in_flight("chat") == 0  # not there: nothing in flight
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen()
+    try:
+        assert made.listening("chat")
+    finally:
+        listener.close()

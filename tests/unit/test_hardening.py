@@ -6,6 +6,8 @@ from sparkfleet.errors import PlanError
 from sparkfleet.hardening import NVIDIA_DEVICES, UnitKind, check_clients, ip_policy, sandbox
 from sparkfleet.models import Platform
 
+SOCKET = "/run/sparkfleet-vllm-chat/api.sock"
+
 
 def as_dict(kind: UnitKind, platform: Platform = Platform.CPU, **kw: object) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
@@ -17,7 +19,8 @@ def as_dict(kind: UnitKind, platform: Platform = Platform.CPU, **kw: object) -> 
 
 @pytest.mark.parametrize("kind", [k for k in UnitKind if k is not UnitKind.FRONT_DOOR])
 def test_every_unit_drops_privileges_and_locks_the_file_system(kind: UnitKind) -> None:
-    d = as_dict(kind, writable=["/var/cache/sparkfleet"])
+    peer = {"link_subnet": "10.0.0.2"} if kind is UnitKind.LINK_TEST else {}
+    d = as_dict(kind, writable=["/var/cache/sparkfleet"], **peer)
     # Its only job is writing /proc/sys/vm/drop_caches.
     tunables = "no" if kind is UnitKind.DROP_CACHES else "yes"
     for name, value in {
@@ -128,3 +131,37 @@ def test_a_single_node_instance_and_the_cpu_platform_keep_the_closed_policy() ->
 def test_any_other_node_is_refused(node: str) -> None:
     with pytest.raises(PlanError, match="RDMA verbs nodes"):
         sandbox(UnitKind.RAY, Platform.GB10, link_subnet=LINK, rdma_devices=[node])
+
+
+def test_an_instance_on_its_socket_has_no_network_of_the_hosts() -> None:
+    directives = {d.name: d.value for d in sandbox(UnitKind.VLLM, Platform.GB10, writable=["/var/cache/x"], socket=SOCKET)}
+    assert directives["PrivateNetwork"] == "yes" and directives["IPAddressDeny"] == "any"
+    assert directives["IPAddressAllow"] == "localhost"  # the namespace's own loopback, nothing of the host's
+    assert directives["ReadWritePaths"] == "-/var/cache/x -/run/sparkfleet-vllm-chat"
+
+
+def test_a_watchdog_reaches_its_instances_socket_through_the_doors_group_only() -> None:
+    directives = {d.name: d.value for d in sandbox(UnitKind.WATCHDOG, Platform.CPU, socket=SOCKET, socket_group="www-data")}
+    assert directives["SupplementaryGroups"] == "www-data"
+    assert directives["RestrictAddressFamilies"] == "AF_UNIX"
+    assert directives["PrivateNetwork"] == "yes" and "IPAddressAllow" not in directives
+    with pytest.raises(PlanError, match="socket directory's group"):
+        sandbox(UnitKind.WATCHDOG, Platform.CPU, socket=SOCKET)
+
+
+def test_an_activator_whose_instances_are_all_on_sockets_has_no_network() -> None:
+    directives = {
+        d.name: d.value for d in sandbox(UnitKind.DOOR_ACTIVATOR, Platform.CPU, socket=SOCKET, socket_group="www-data")
+    }
+    assert directives["PrivateNetwork"] == "yes" and directives["SupplementaryGroups"] == "www-data"
+
+
+def test_a_link_test_talks_to_its_one_peer_and_opens_only_the_verbs_nodes() -> None:
+    rdma = ["/dev/infiniband/uverbs0", "/dev/infiniband/rdma_cm"]
+    d = as_dict(UnitKind.LINK_TEST, Platform.GB10, link_subnet="10.0.0.2", rdma_devices=rdma)
+    assert d["IPAddressDeny"] == ["any"] and d["IPAddressAllow"] == ["10.0.0.2"]
+    assert d["DevicePolicy"] == ["closed"] and d["LimitMEMLOCK"] == ["infinity"]
+    assert sorted(d["DeviceAllow"]) == sorted(f"{n} rw" for n in rdma)
+    assert as_dict(UnitKind.LINK_TEST, link_subnet="10.0.0.2")["PrivateDevices"] == ["yes"]
+    with pytest.raises(PlanError, match="address of its peer"):
+        sandbox(UnitKind.LINK_TEST, Platform.CPU)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from sparkfleet.adapters import fleet_targets, monitoring_artifact
 from sparkfleet.catalog import get_profile
 from sparkfleet.cli import main
+from sparkfleet.door import METRICS_PREFIX
 from sparkfleet.errors import PlanError
 from sparkfleet.hostplan import InstanceRequest, endpoint, plan_host
 from sparkfleet.models import GIB, Intent
@@ -137,6 +138,45 @@ def test_a_loopback_instance_on_another_host_is_refused_with_what_works() -> Non
         fleet_targets(fleet, "spark01", 9100)
     assert err.value.variable == "vllm_serve_instances (coder) on spark02"
     assert "host: 0.0.0.0" in str(err.value)
+
+
+def test_instances_on_sockets_are_read_through_their_own_hosts_door() -> None:
+    fleet = {
+        "spark01": {
+            "door_port": 443,
+            "instances": [{"name": "chat", "socket": True, "on_demand": True}, {"name": "tcp", "port": 8001}],
+        }
+    }
+    targets = fleet_targets(fleet, "spark01", 9100)
+    assert targets["vllm_door"] == [
+        {
+            "targets": ["127.0.0.1:443"],
+            "labels": {
+                "sparkfleet_host": "spark01",
+                "sparkfleet_instance": "chat",
+                "sparkfleet_on_demand": "true",
+                "__metrics_path__": f"{METRICS_PREFIX}chat",
+            },
+        }
+    ]
+    assert [t["targets"] for t in targets["vllm"]] == [["127.0.0.1:8001"]]
+    bound = fleet_targets(
+        {"spark01": {"door_port": 8443, "door_address": "10.0.0.1", "instances": [{"name": "c", "socket": True}]}},
+        "spark01",
+        9100,
+    )
+    assert bound["vllm_door"][0]["targets"] == ["10.0.0.1:8443"]
+
+
+def test_a_socket_instance_of_another_host_is_refused_naming_its_own_prometheus() -> None:
+    fleet = {
+        "spark01": {"instances": []},
+        "spark02": {"server": "spark01", "door_port": 443, "instances": [{"name": "c", "socket": True}]},
+    }
+    with pytest.raises(PlanError) as err:
+        fleet_targets(fleet, "spark01", 9100)
+    assert err.value.variable == "vllm_serve_instances (c) on spark02"
+    assert "monitoring_server: spark02 on spark02" in str(err.value)
 
 
 def test_the_endpoint_rule_reaches_a_wildcard_bind_over_loopback() -> None:

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+import os
+import pwd
+import socketserver
 import subprocess
 import sys
+import threading
 import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -175,10 +182,11 @@ def test_a_rank_left_in_a_gone_group_is_found_in_the_real_socket_tables() -> Non
     # Recorded on the Molecule cluster's worker: rank 0 on 10.89.0.6 restarted alone, then rank 1 joined again.
     stale = [str(LINK_FIXTURES / "proc-net-tcp-rank1-stale.txt"), str(LINK_FIXTURES / "proc-net-tcp6-rank1-stale.txt")]
     joined = [str(LINK_FIXTURES / "proc-net-tcp6-rank1-joined.txt")]
-    assert probe.closed_by_peer("10.89.0.6", 29500, stale) == 1
-    assert probe.closed_by_peer("10.89.0.6", 29500, joined) == 0
-    assert probe.closed_by_peer("10.89.0.6", 29501, stale) == 0
-    assert probe.closed_by_peer("10.89.0.5", 29500, stale) == 0
+    assert probe.closed_by_peer("10.89.0.6", 29500, tables=stale) == 1
+    assert probe.closed_by_peer("10.89.0.6", 29500, 997, stale) == 1  # the rank's own socket (its service user)
+    assert probe.closed_by_peer("10.89.0.6", 29500, tables=joined) == 0
+    assert probe.closed_by_peer("10.89.0.6", 29501, tables=stale) == 0
+    assert probe.closed_by_peer("10.89.0.5", 29500, tables=stale) == 0
 
 
 def test_ipv4_rows_decode_too(tmp_path: Path) -> None:
@@ -188,7 +196,19 @@ def test_ipv4_rows_decode_too(tmp_path: Path) -> None:
         "   0: 0700590A:84B8 0600590A:733C 08 00000000:00000001 00:00000000 00000000   997        0 1 1\n"
         "   1: 0700590A:84B9 0600590A:733C 01 00000000:00000000 00:00000000 00000000   997        0 2 1\n"
     )
-    assert probe.closed_by_peer("10.89.0.6", 29500, [str(table), str(tmp_path / "missing")]) == 1
+    assert probe.closed_by_peer("10.89.0.6", 29500, tables=[str(table), str(tmp_path / "missing")]) == 1
+
+
+def test_another_accounts_half_closed_connection_to_the_store_does_not_count(tmp_path: Path) -> None:
+    # A local user (uid 1000) connected to rank 0's store and let it close: the rank (uid 997) is in its group.
+    table = tmp_path / "tcp"
+    table.write_text(
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+        "   0: 0700590A:84B8 0600590A:733C 08 00000000:00000001 00:00000000 00000000  1000        0 1 1\n"
+        "   1: 0700590A:84B9 0600590A:733C 01 00000000:00000000 00:00000000 00000000   997        0 2 1\n"
+    )
+    assert probe.closed_by_peer("10.89.0.6", 29500, 997, [str(table)]) == 0
+    assert probe.closed_by_peer("10.89.0.6", 29500, 1000, [str(table)]) == 1
 
 
 def rank_plan(tmp_path: Path) -> str:
@@ -202,9 +222,12 @@ def test_the_group_watchdog_restarts_a_rank_whose_group_is_gone(tmp_path: Path, 
     host = FakeHost(monkeypatch)
     closed = {"n": 1}
     monkeypatch.setattr(
-        probe, "closed_by_peer", lambda master, port: closed["n"] if (master, port) == ("10.89.0.6", 29500) else 0
+        probe,
+        "closed_by_peer",
+        lambda master, port, uid: closed["n"] if (master, port, uid) == ("10.89.0.6", 29500, os.getuid()) else 0,
     )
-    args = SimpleNamespace(unit="sparkfleet-vllm-tiny-tp.service", plan=rank_plan(tmp_path))
+    me = pwd.getpwuid(os.getuid()).pw_name
+    args = SimpleNamespace(unit="sparkfleet-vllm-tiny-tp.service", plan=rank_plan(tmp_path), service_user=me)
     probe.rank(args)
     assert host.restarts == [["systemctl", "restart", "--no-block", "sparkfleet-vllm-tiny-tp.service"]]
     closed["n"] = 0
@@ -220,5 +243,65 @@ def test_the_group_watchdog_refuses_a_plan_that_is_not_a_rank(tmp_path: Path) ->
     plan = tmp_path / "one.plan.json"
     plan.write_text(json.dumps({"argv": ["--port", "8000"]}))
     with pytest.raises(SystemExit) as exc:
-        probe.rank(SimpleNamespace(unit="u", plan=str(plan)))
+        probe.rank(SimpleNamespace(unit="u", plan=str(plan), service_user="root"))
     assert exc.value.code == 2
+
+
+class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def address_string(self) -> str:
+        return "unix"
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._answer(200, b"ok" if self.path == "/health" else b"?")
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.headers.get("Authorization") != "Bearer k":
+            self._answer(401, b'{"error": "key"}')
+            return
+        self._answer(200, json.dumps({"path": self.path, "got": json.loads(body)}).encode())
+
+    def _answer(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def unix_server(tmp_path: Path) -> Any:
+    path = str(tmp_path / "api.sock")
+    server = _UnixHTTPServer(path, _Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield path
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_probe_speaks_http_over_an_instances_unix_socket(unix_server: str) -> None:
+    url = "http+unix://" + urllib.parse.quote(unix_server, safe="")
+    assert probe.request(url + "/health") == (200, "ok")
+    status, text = probe.request(url + "/v1/chat/completions", {"q": 1}, key="k")
+    assert status == 200 and json.loads(text) == {"path": "/v1/chat/completions", "got": {"q": 1}}
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        probe.request(url + "/v1/chat/completions", {"q": 1}, key="wrong")
+    assert refused.value.code == 401 and b"key" in refused.value.read()
+    # Not there (yet): as a refused TCP connection, which readiness waits through.
+    with pytest.raises(urllib.error.URLError):
+        probe.request("http+unix://" + urllib.parse.quote(unix_server + ".gone", safe="") + "/health")
+
+
+def test_the_bench_relay_carries_loopback_connections_to_the_socket(unix_server: str) -> None:
+    server, port = probe.relay(unix_server)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as reply:
+            assert reply.read() == b"ok"
+    finally:
+        server.close()

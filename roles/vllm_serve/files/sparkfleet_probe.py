@@ -7,7 +7,10 @@ ready     wait until /health answers AND the plan's known-answer check passes: a
           with the timings since the unit's last start.
 bench     run `vllm bench serve` (the arguments after --) with the instance's API key in
           OPENAI_API_KEY, read from its environment file (--env-file) or, in the benchmark's transient
-          unit whose EnvironmentFile systemd read, from VLLM_API_KEY: never from a command line.
+          unit whose EnvironmentFile systemd read, from VLLM_API_KEY: never from a command line. For an
+          instance on a Unix socket (--url http+unix://...), vLLM's bench speaks TCP only: the probe
+          relays a loopback port of the unit's own network namespace to the socket and puts that
+          port's URL where the command says {relay}.
 watchdog  one check for the instance's watchdog timer: the known-answer check with a deadline. It stands
           down while the instance has not been ready since its last start (still loading), counts
           consecutive failures in a state file, and restarts the unit after N of them, saying why.
@@ -16,19 +19,29 @@ rank      one check for a headless rank of a native multi-node instance (the gro
           rendezvous store (CLOSE-WAIT: rank 0 restarted or stopped), the group this rank joined is gone and
           vLLM's headless rank would wait in it forever; restart the rank so it joins rank 0's next group.
 The API key is read from the instance's environment file (root, 0600), never from argv.
+--url is http://HOST:PORT, or http+unix://SOCKET (the socket's path percent-encoded) for an instance
+that serves on a Unix socket behind the door.
 """
 
 import argparse
+import http.client
+import io
 import ipaddress
 import json
 import math
 import os
+import pwd
 import re
+import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+
+UNIX_SCHEME = "http+unix://"
 
 
 def unit_state(unit):
@@ -58,14 +71,112 @@ def api_key(env_file):
     return None
 
 
+class UnixConnection(http.client.HTTPConnection):
+    """HTTP over a Unix socket: the only way into an instance behind the door."""
+
+    def __init__(self, path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self.socket_path = path
+
+    def connect(self):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.socket_path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def split_unix_url(url):
+    """(socket path, request path) of an http+unix:// URL."""
+    quoted, _, rest = url[len(UNIX_SCHEME) :].partition("/")
+    return urllib.parse.unquote(quoted), "/" + rest
+
+
+def request_unix(url, data, headers, timeout):
+    path, target = split_unix_url(url)
+    conn = UnixConnection(path, timeout)
+    try:
+        conn.request("POST" if data else "GET", target, body=data, headers=headers)
+        resp = conn.getresponse()
+        payload = resp.read()
+    except (FileNotFoundError, ConnectionRefusedError, PermissionError) as exc:
+        # As urllib reports a refused TCP connection: the instance is not (yet) there.
+        raise urllib.error.URLError(exc) from exc
+    finally:
+        conn.close()
+    if resp.status >= 400:
+        raise urllib.error.HTTPError(url, resp.status, resp.reason, resp.headers, io.BytesIO(payload))
+    return resp.status, payload.decode("utf-8", "replace")
+
+
 def request(url, body=None, key=None, timeout=10.0):
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method="POST" if data else "GET")
-    req.add_header("Content-Type", "application/json")
+    headers = {"Content-Type": "application/json"}
     if key:
-        req.add_header("Authorization", f"Bearer {key}")
+        headers["Authorization"] = f"Bearer {key}"
+    if url.startswith(UNIX_SCHEME):
+        return request_unix(url, data, headers, timeout)
+    req = urllib.request.Request(url, data=data, method="POST" if data else "GET", headers=headers)
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return resp.status, resp.read().decode("utf-8", "replace")
+
+
+def pump(source, sink):
+    try:
+        while True:
+            data = source.recv(65536)
+            if not data:
+                break
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for sock in (source, sink):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def relay(socket_path):
+    """A loopback TCP port whose connections go on to the Unix socket; returns (server socket, port)."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", 0))
+    server.listen(256)
+
+    def accept():
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                upstream.connect(socket_path)
+            except OSError:
+                client.close()
+                upstream.close()
+                continue
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=pump, args=(a, b), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+def bench(url, command, env):
+    if not url or not url.startswith(UNIX_SCHEME):
+        os.execvpe(command[0], command, env)
+    server, port = relay(split_unix_url(url)[0])
+    try:
+        done = subprocess.run([word.replace("{relay}", f"http://127.0.0.1:{port}") for word in command], env=env, check=False)
+    finally:
+        server.close()
+    sys.exit(done.returncode)
 
 
 class WrongAnswer(ValueError):
@@ -261,8 +372,12 @@ def _address(hex_address):
     return address.ipv4_mapped or address
 
 
-def closed_by_peer(master, port, tables=("/proc/net/tcp", "/proc/net/tcp6")):
-    """How many connections to master:port its peer has closed while this side still holds them."""
+def closed_by_peer(master, port, uid=None, tables=("/proc/net/tcp", "/proc/net/tcp6")):
+    """How many connections to master:port its peer has closed while this side still holds them.
+
+    uid: count only the sockets of that user (the rank's service user): another local account's own
+    half-closed connection to the same store must not make the watchdog restart the rank.
+    """
     wanted = ipaddress.ip_address(master)
     count = 0
     for table in tables:
@@ -273,7 +388,9 @@ def closed_by_peer(master, port, tables=("/proc/net/tcp", "/proc/net/tcp6")):
             continue
         for row in rows:
             fields = row.split()
-            if len(fields) < 4 or fields[3] != CLOSE_WAIT:
+            if len(fields) < 8 or fields[3] != CLOSE_WAIT:
+                continue
+            if uid is not None and int(fields[7]) != uid:
                 continue
             remote, remote_port = fields[2].rsplit(":", 1)
             if int(remote_port, 16) == port and _address(remote) == wanted:
@@ -295,7 +412,7 @@ def rank(args):
     active, _since, job_queued = unit_state(args.unit)
     if active != "active" or job_queued:
         return
-    closed = closed_by_peer(master, int(port))
+    closed = closed_by_peer(master, int(port), pwd.getpwnam(args.service_user).pw_uid)
     if closed:
         print(
             f"{args.unit}: rank 0 at {master}:{port} closed {closed} of this rank's connections to the group's store: "
@@ -313,6 +430,7 @@ def main():
     parser.add_argument("--env-file", help="the instance's env file (VLLM_API_KEY); bench reads the environment without it")
     parser.add_argument("--timeout", type=float, default=1200, help="ready: seconds to wait")
     parser.add_argument("--state", help="watchdog: state file")
+    parser.add_argument("--service-user", help="rank: the user the rank runs as (only its sockets count)")
     parser.add_argument("--deadline", type=float, default=30, help="watchdog: seconds one inference may take")
     parser.add_argument("--failures", type=int, default=3, help="watchdog: consecutive failures before a restart")
     parser.add_argument("--start-grace", type=float, default=900, help="watchdog: seconds a new start may take")
@@ -327,10 +445,10 @@ def main():
         key = api_key(args.env_file) if args.env_file else env.pop("VLLM_API_KEY", None)
         if key:
             env["OPENAI_API_KEY"] = key
-        os.execvpe(command[0], command, env)
+        bench(args.url, command, env)
     if args.mode == "rank":
-        if not (args.unit and args.plan):
-            parser.error("rank needs --unit and --plan")
+        if not (args.unit and args.plan and args.service_user):
+            parser.error("rank needs --unit, --plan and --service-user")
         rank(args)
         return
     if not (args.unit and args.url and args.plan and args.env_file):

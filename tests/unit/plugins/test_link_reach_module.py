@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from adhoc import run_module
@@ -74,3 +75,19 @@ def test_a_source_the_host_lacks_is_named() -> None:
 def test_bad_input_is_refused(args: dict[str, object], message: str) -> None:
     result = run_module("link_reach", {"source": "127.0.0.1", "peers": {}, **args})
     assert result.get("failed") is True and message in str(result["msg"])
+
+
+def test_neighbours_are_the_complete_entries_on_the_link_interface(tmp_path: Path) -> None:
+    from conftest import load_file
+
+    module = load_file("plugins/modules/link_reach.py")
+    table = tmp_path / "arp"
+    table.write_text(
+        "IP address       HW type     Flags       HW address            Mask     Device\n"
+        "10.89.0.6        0x1         0x2         5e:0b:8e:2b:9f:01     *        eth1\n"
+        "10.89.0.9        0x1         0x2         5e:0b:8e:2b:9f:09     *        eth1\n"
+        "10.89.0.7        0x1         0x0         00:00:00:00:00:00     *        eth1\n"
+        "10.88.0.1        0x1         0x2         5e:0b:8e:2b:9f:02     *        eth0\n"
+    )
+    assert module.neighbours("eth1", str(table)) == ["10.89.0.6", "10.89.0.9"]
+    assert module.neighbours("eth1", str(tmp_path / "missing")) == []
