@@ -4,7 +4,8 @@ Runs inside a converged sandbox host (default spark01, `scripts/site`). It reads
 from its configuration, then sends, with the sandbox client key:
   - `--concurrency` requests at once whose bodies are that limit minus a little, built as deeply nested
     arrays (what made a full JSON parse in the router grow nginx by 151 MiB for 2 MiB before), with the
-    model field last so the router has to scan all of it;
+    model field last so the router has to scan all of it; the model is one the host does not serve, so
+    the router answers 404 itself and what is measured is nginx alone (buffer and scan), not vLLM;
   - one body a little over the limit, which the door must refuse with 413.
 It samples the resident memory of every nginx process (the master and its workers, summed) every 20 ms
 and prints it at rest, at the peak and after. These are CPU sandbox numbers on this machine, not DGX
@@ -54,7 +55,7 @@ def body(size):
     return (head + "[" * depth + "]" * depth + ", " + tail).encode()
 
 def send(payload):
-    c = http.client.HTTPSConnection("127.0.0.1", 443, context=tls, timeout=300)
+    c = http.client.HTTPSConnection("127.0.0.1", 443, context=tls, timeout=120)
     c.request("POST", "/v1/chat/completions", body=payload,
               headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
     reply = c.getresponse()
@@ -95,7 +96,9 @@ def main() -> int:
     # The key travels as a file, never on an argv.
     subprocess.run(["podman", "cp", str(key), f"{args.host}:/root/.sandbox-client-key"], check=True)
     argv = ["podman", "exec", "-i", args.host, "python3", "-", str(args.concurrency), "/root/.sandbox-client-key"]
-    run = subprocess.run([*argv, "sandbox/tiny-llama"], input=CLIENT, capture_output=True, text=True, check=False)
+    run = subprocess.run(
+        [*argv, "sparkfleet-benchmark/no-such-model"], input=CLIENT, capture_output=True, text=True, check=False, timeout=600
+    )
     subprocess.run(["podman", "exec", args.host, "rm", "-f", "/root/.sandbox-client-key"], check=False)
     if run.returncode != 0:
         print(run.stderr, file=sys.stderr)
