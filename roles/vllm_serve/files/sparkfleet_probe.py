@@ -91,8 +91,8 @@ class UnixConnection(http.client.HTTPConnection):
 
 def split_unix_url(url):
     """(socket path, request path) of an http+unix:// URL."""
-    quoted, _, rest = url[len(UNIX_SCHEME) :].partition("/")
-    return urllib.parse.unquote(quoted), "/" + rest
+    parts = url[len(UNIX_SCHEME) :].partition("/")
+    return urllib.parse.unquote(parts[0]), "/" + parts[2]
 
 
 def request_unix(url, data, headers, timeout):
@@ -151,7 +151,7 @@ def relay(socket_path):
     def accept():
         while True:
             try:
-                client, _ = server.accept()
+                client = server.accept()[0]
             except OSError:
                 return
             upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
