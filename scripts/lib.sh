@@ -98,6 +98,19 @@ ensure_promtool() {
   rm -rf "$dir" "$dir.deb" && mv "$dir.tmp" "$dir"
 }
 
+# Debian's nginx and its njs module, unpacked under .cache (not installed: no service starts), for the
+# front door's configuration run for real in the unit tests (tests/unit/test_door_nginx.py).
+ensure_nginx() {
+  local dir="$CACHE/nginx"
+  [ -x "$dir/usr/sbin/nginx" ] && return
+  mkdir -p "$dir.deb"
+  (cd "$dir.deb" && { apt-get download -qq nginx nginx-common libnginx-mod-http-js 2>/dev/null \
+    || { apt-get update -qq && apt-get download -qq nginx nginx-common libnginx-mod-http-js; }; })
+  rm -rf "$dir.tmp"
+  for deb in "$dir.deb"/*.deb; do dpkg-deb -x "$deb" "$dir.tmp"; done
+  rm -rf "$dir" "$dir.deb" && mv "$dir.tmp" "$dir"
+}
+
 # A container runtime that boots systemd: podman with runc (crun refuses hybrid cgroups) and debootstrap.
 ensure_podman() {
   command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1 && command -v runc >/dev/null 2>&1 && return

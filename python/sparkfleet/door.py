@@ -63,7 +63,8 @@ class DoorClient(Strict):
 
 
 class DoorLimits(Strict):
-    """Per client key; a request over a limit gets 429."""
+    """Per client key (the anonymous_* limits: per address, for requests without a valid key); a request over a
+    limit gets 429."""
 
     requests_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 600
     burst: Annotated[int, Field(ge=0, le=100_000)] = 60
@@ -77,6 +78,11 @@ class DoorLimits(Strict):
     # A request for a stopped on-demand model waits this long for it to start and answer right, then
     # gets 503 with Retry-After (the start goes on; a later request finds it ready).
     on_demand_wait_s: Annotated[int, Field(ge=10, le=3600)] = 600
+    # Requests without a valid key (a scan, a guessed key) count per client address: past the burst they get
+    # 429. Generous enough for a client that lost its key, tight enough that a flood costs the door little.
+    anonymous_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 600
+    anonymous_burst: Annotated[int, Field(ge=0, le=100_000)] = 300
+    anonymous_concurrency: Annotated[int, Field(ge=1, le=100_000)] = 16
 
 
 class DoorWebui(Strict):

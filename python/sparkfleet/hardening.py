@@ -392,8 +392,8 @@ def _front_door(common: list[Directive]) -> list[Directive]:
         *(relaxed.get(d.name, d) for d in common),
         _d(
             "ReadWritePaths",
-            "/var/log/nginx /var/lib/nginx /run",
-            "its logs, its temp directories and its pid file (/run/nginx.pid)",
+            "/var/log/nginx /var/lib/nginx",
+            "its logs and its temp directories; its pid file is in its RuntimeDirectory (front_door), nothing else in /run",
         ),
         _d("MemoryDenyWriteExecute", "yes", "no writable+executable memory (njs is interpreted; no PCRE JIT)"),
         _d("PrivateDevices", "yes", "no physical devices"),

@@ -47,7 +47,7 @@ def test_every_unit_drops_privileges_and_locks_the_file_system(kind: UnitKind) -
 def test_the_door_keeps_only_the_capabilities_a_root_master_needs() -> None:
     d = as_dict(UnitKind.FRONT_DOOR)
     assert d["CapabilityBoundingSet"] == ["CAP_NET_BIND_SERVICE CAP_SETUID CAP_SETGID CAP_CHOWN CAP_KILL CAP_DAC_OVERRIDE"]
-    assert d["ReadWritePaths"] == ["/var/log/nginx /var/lib/nginx /run"]
+    assert d["ReadWritePaths"] == ["/var/log/nginx /var/lib/nginx"]
     for name in ("NoNewPrivileges", "ProtectHome", "PrivateTmp", "PrivateDevices", "MemoryDenyWriteExecute"):
         assert d[name] == ["yes"], name
     assert d["ProtectSystem"] == ["strict"]

@@ -8,10 +8,8 @@ swapped afterwards (as a validation bypass would); every unit that renders must 
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,13 +18,13 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rendering import RenderRefusedError, TemplateRenderer
 
 from sparkfleet.adapters import host_plan
 from sparkfleet.errors import PlanError
 from sparkfleet.unitfile import Place, unit_value
 
 ROOT = Path(__file__).resolve().parents[2]
-COLLECTIONS = ROOT / ".cache" / "pytest-collections"
 TEMPLATE = ROOT / "roles" / "vllm_serve" / "templates" / "vllm.service.j2"
 ANALYZE = shutil.which("systemd-analyze")
 
@@ -117,35 +115,8 @@ CONFIG = {
 FACTS = {"platform": "cpu", "mem_total_bytes": 24 * 2**30, "mem_available_bytes": 20 * 2**30, "vllm_version": "0.32.0"}
 
 
-# Ansible's collection loader takes over the ansible_collections package for the whole process, which
-# other tests import as plain modules: the templates render in a process of their own, one JSON line
-# per unit, as the template action renders a file (its string literals keep their backslash escapes).
-RENDERER = r"""
-import json, sys
-from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import init_plugin_loader
-from ansible.template import Templar, trust_as_template
-init_plugin_loader([sys.argv[1]])
-template = trust_as_template(open(sys.argv[2]).read())
-for line in sys.stdin:
-    request = json.loads(line)
-    variables = {k: trust_as_template(v) if k in request["templates"] else v for k, v in request["vars"].items()}
-    try:
-        unit = Templar(loader=DataLoader(), variables=variables).template(template, escape_backslashes=False)
-        print(json.dumps({"unit": str(unit)}), flush=True)
-    except Exception as exc:
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
-"""
-
-
-class RenderRefusedError(Exception):
-    pass
-
-
 @pytest.fixture(scope="module")
 def render(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    if not (COLLECTIONS / "ansible_collections" / "sparkfleet" / "vllm").exists():
-        pytest.skip("the collection link (.cache/pytest-collections) is made by the suite's conftest")
     release = tmp_path_factory.mktemp("release")
     (release / "bin").mkdir()
     (release / "bin" / "vllm").write_text("#!/bin/sh\n")  # ExecStart must name an executable for verify
@@ -155,34 +126,23 @@ def render(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         defaults.update(yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()))
         defaults.update(yaml.safe_load((ROOT / "roles" / role / "vars" / "main.yml").read_text()) or {})
     # Role defaults are templates themselves (one refers to another), as Ansible treats them.
-    templates = [key for key, value in defaults.items() if isinstance(value, str)]
-    process = subprocess.Popen(
-        [sys.executable, "-c", RENDERER, str(COLLECTIONS), str(TEMPLATE)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    requests, answers = process.stdin, process.stdout
-    assert requests is not None and answers is not None
+    renderer = TemplateRenderer(TEMPLATE, [key for key, value in defaults.items() if isinstance(value, str)])
 
     def rendered(plan: dict[str, Any], name: str) -> str:
-        variables = {
-            **defaults,
-            "ansible_managed": "Ansible managed",
-            "sparkfleet_facts": {"platform": "cpu"},
-            "__vllm_serve_this": plan["instances"][name],
-            "__vllm_serve_plan": plan,
-            "__vllm_serve_instance": {"name": name},
-            "__vllm_serve_release": {"path": str(release)},
-        }
-        requests.write(json.dumps({"vars": variables, "templates": templates}) + "\n")
-        requests.flush()
-        answer = json.loads(answers.readline())
-        if "error" in answer:
-            raise RenderRefusedError(answer["error"])
-        return str(answer["unit"])
+        return renderer.render(
+            {
+                **defaults,
+                "ansible_managed": "Ansible managed",
+                "sparkfleet_facts": {"platform": "cpu"},
+                "__vllm_serve_this": plan["instances"][name],
+                "__vllm_serve_plan": plan,
+                "__vllm_serve_instance": {"name": name},
+                "__vllm_serve_release": {"path": str(release)},
+            }
+        )
 
     yield rendered
-    requests.close()
-    process.wait(timeout=30)
+    renderer.close()
 
 
 def verify(unit: str, directory: Path) -> str:

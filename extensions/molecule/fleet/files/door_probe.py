@@ -5,7 +5,8 @@ Usage: door_probe.py BASE_URL CA_FILE KEY_FILE PATHS_FILE MODEL...
 
 PATHS_FILE holds vLLM's own route list (its /openapi.json, read on the door's host). Every route is
 tried with GET and POST without a key and with a wrong key, then with the key; the models are asked
-for a chat completion each, one of them streamed, and an unknown model is asked for. The key is read
+for a chat completion each, one of them streamed, and an unknown model is asked for. Then a flood of wrong
+keys meets the per-address limit, and one key's burst its own limit. The key is read
 from a file so it never reaches an argv.
 """
 
@@ -77,6 +78,11 @@ done = bool(events) and events[-1] == "data: [DONE]"
 result["stream"] = {"status": status, "events": len(events), "done": done, "type": headers.get("content-type")}
 status, text, _ = ask("POST", "/v1/chat/completions", key, {**chat, "model": "no/such-model"})
 result["unknown_model"] = {"status": status, "error": json.loads(text).get("error", {})}
+# Past the per-address limit of requests without a valid key (this address already spent most of its burst
+# on the sweeps above): 429 for them, while a key holder on the same address is still served.
+flood = [ask("GET", "/v1/models", "w" * 40)[0] for _ in range(400)]
+time.sleep(2)
+result["anonymous_flood"] = {"statuses": sorted(set(flood)), "then_with_key": ask("GET", "/v1/models", key)[0]}
 # Past the default burst of one key: the door answers 429 with Retry-After, in OpenAI's format.
 limited = [ask("GET", "/v1/models", key) for _ in range(90)]
 result["limited"] = {

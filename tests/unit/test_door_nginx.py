@@ -1,0 +1,215 @@
+"""The front door's real nginx configuration, run by Debian's nginx and njs (scripts/lib.sh ensure_nginx).
+
+The role's template is rendered by Ansible's templating from a door plan the planner made; nginx serves it
+on a free loopback port in front of a stand-in instance on a Unix socket (as vLLM's --uds serves). What a
+client sees is checked as an attacker would try it: no key, a wrong key, a flood of them, and a key holder
+on the same address.
+"""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import json
+import os
+import shutil
+import socket
+import socketserver
+import ssl
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rendering import TemplateRenderer
+from test_door import KEY_A, door, host
+
+ROOT = Path(__file__).resolve().parents[2]
+NGINX = ROOT / ".cache" / "nginx"
+ROLE = ROOT / "roles" / "front_door"
+ANONYMOUS_BURST = 5
+
+
+def nginx_binary() -> Path:
+    binary = NGINX / "usr" / "sbin" / "nginx"
+    if not binary.exists():
+        if os.environ.get("CI"):
+            pytest.fail("nginx is missing: scripts/test unpacks it (ensure_nginx)")
+        pytest.skip("no nginx here: run scripts/test, or source scripts/lib.sh and ensure_nginx")
+    return binary
+
+
+class Instance(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """A stand-in for vLLM on its socket: /health, and chat answers that say which Authorization arrived."""
+
+    daemon_threads = True
+
+
+class InstanceHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def address_string(self) -> str:
+        return "door"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def reply(self, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self.reply(b"")
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        self.reply(json.dumps({"model": body["model"], "authorization": self.headers.get("Authorization")}).encode())
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def door_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ssl.SSLContext]]:
+    binary = nginx_binary()
+    base = tmp_path_factory.mktemp("door")
+    config, logs = base / "etc", base / "log"
+    (config / "tls").mkdir(parents=True)
+    logs.mkdir()
+    instance_socket = base / "api.sock"
+    server = Instance(str(instance_socket), InstanceHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    port = free_port()
+    limits = {"anonymous_burst": ANONYMOUS_BURST, "anonymous_per_minute": 1, "burst": 100}
+    plan: dict[str, Any] = door(
+        host(("chat", 8000, {"served_name": "chat"})),
+        clients=[{"name": "alice", "key": KEY_A}],
+        address="127.0.0.1",
+        port=port,
+        limits=limits,
+    )
+    for route in plan["routes"]:
+        route["upstream"] = f"unix:{instance_socket}"  # the stand-in, where the plan names /run/sparkfleet-vllm-*
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-keyout", config / "tls" / "door.key", "-out", config / "tls" / "door.crt", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-days", "1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    variables = {
+        "__front_door_plan": plan,
+        "__front_door_keyed": [],
+        "front_door_config_dir": str(config),
+        "front_door_access_log": str(logs / "door.access.log"),
+        "inventory_hostname": "spark01",
+        "ansible_managed": "Ansible managed",
+    }
+    for name in ("sparkfleet-door.conf", "clients.map", "upstream-keys.map"):
+        renderer = TemplateRenderer(ROLE / "templates" / f"{name}.j2")
+        (config / name).write_text(renderer.render(variables))
+        renderer.close()
+    (config / "models.json").write_text(json.dumps(plan["models"]))
+    shutil.copy(ROLE / "files" / "sparkfleet_door.js", config)
+    temp = base / "temp"
+    temp.mkdir()
+    temp_paths = " ".join(
+        f"{kind}_temp_path {temp}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    (base / "nginx.conf").write_text(
+        f"load_module {NGINX}/usr/lib/nginx/modules/ngx_http_js_module.so;\n"
+        f"user root;\npid {base}/nginx.pid;\nerror_log {logs}/error.log;\nevents {{}}\n"
+        f"http {{\n    include {NGINX}/etc/nginx/mime.types;\n    {temp_paths}\n    include {config}/sparkfleet-door.conf;\n}}\n"
+    )
+    nginx = subprocess.Popen(
+        [binary, "-p", str(base), "-c", str(base / "nginx.conf"), "-g", "daemon off;"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if nginx.poll() is not None or time.monotonic() > deadline:
+                nginx.kill()
+                error_log = (logs / "error.log").read_text() if (logs / "error.log").exists() else ""
+                pytest.fail(f"nginx did not serve the door's configuration: {nginx.communicate()[0]}{error_log}")
+            time.sleep(0.1)
+    context = ssl.create_default_context(cafile=str(config / "tls" / "door.crt"))
+    yield f"127.0.0.1:{port}", context
+    nginx.terminate()
+    nginx.wait(timeout=10)
+    server.shutdown()
+
+
+def ask(
+    door: tuple[str, ssl.SSLContext], method: str, path: str, key: str | None = None, body: Any = None
+) -> tuple[int, dict[str, str], str]:
+    address, context = door
+    host_name, port = address.split(":")
+    connection = http.client.HTTPSConnection(host_name, int(port), context=context, timeout=10)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    connection.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
+    reply = connection.getresponse()
+    text = reply.read().decode()
+    connection.close()
+    return reply.status, {k.lower(): v for k, v in reply.getheaders()}, text
+
+
+NOT_FOUND = (
+    '{"error":{"message":"No such path on this endpoint.","type":"invalid_request_error","param":null,"code":"not_found"}}\n'
+)
+CHAT = {"model": "chat", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def test_the_door_answers_health_without_a_key_and_routes_a_key_holder_without_passing_its_key(door_url: Any) -> None:
+    assert ask(door_url, "GET", "/health")[0::2] == (200, "ok\n")
+    status, headers, text = ask(door_url, "POST", "/v1/chat/completions", KEY_A, CHAT)
+    assert status == 200, text
+    assert json.loads(text) == {"model": "chat", "authorization": None}
+    assert headers["strict-transport-security"].startswith("max-age=")
+
+
+def test_without_a_valid_key_every_path_is_refused_then_limited_per_address_while_key_holders_go_on(
+    door_url: Any,
+) -> None:
+    statuses = []
+    for attempt in range(ANONYMOUS_BURST + 4):
+        key = None if attempt % 2 else "w" * 40
+        status, headers, text = ask(door_url, "POST", "/v1/chat/completions", key, CHAT)
+        statuses.append(status)
+        if status == 401:
+            assert headers["www-authenticate"] == 'Bearer realm="sparkfleet"'
+            assert json.loads(text)["error"]["code"] == "invalid_api_key"
+        else:
+            assert status == 429, text
+            assert headers["retry-after"] == "1"
+            assert json.loads(text)["error"]["code"] == "rate_limit_exceeded"
+    # At most the burst and the one request the rate allows (the open /health counts too), then only 429.
+    refused = statuses.count(401)
+    assert 1 <= refused <= ANONYMOUS_BURST + 1, statuses
+    assert statuses == [401] * refused + [429] * (len(statuses) - refused)
+    # Any other path without a key counts against the same address.
+    assert ask(door_url, "GET", "/v1/no-such-path")[0] == 429
+    # A key holder on the same address is counted against its key, not the address.
+    assert ask(door_url, "POST", "/v1/chat/completions", KEY_A, CHAT)[0] == 200
+    assert ask(door_url, "GET", "/v1/models", KEY_A)[0] == 200
+    assert ask(door_url, "GET", "/v1/no-such-path", KEY_A)[0::2] == (404, NOT_FOUND)
+    assert ask(door_url, "GET", "/_sparkfleet/metrics/chat", KEY_A)[0::2] == (404, NOT_FOUND)
+
+
+def test_no_path_tells_a_client_without_a_key_whether_it_exists(door_url: Any) -> None:
+    """Unknown paths and the metrics paths refuse first: 401 (or 429 once the address is limited), never 404.
+    (nginx's internal locations answer 404 to everyone: they exist in the published configuration anyway.)"""
+    for path in ("/v1/no-such-path", "/_sparkfleet/metrics/chat", "/", "/v1/chat/completions/x"):
+        assert ask(door_url, "GET", path)[0] in (401, 429), path
