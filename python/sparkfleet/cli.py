@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from .bench import check_summary, compare
 from .catalog import get_profile, load_catalog
+from .choices import DEFAULT_VLLM
 from .errors import PlanError, from_validation
 from .hub import HubUnreachableError, profile_from_hub, read_hub_model
 from .localmodel import profile_from_dir
@@ -33,7 +34,7 @@ from .models import (
     SpeculativeMethod,
 )
 from .monitoring import dashboard, rules_document, thresholds
-from .planner import DEFAULT_VLLM, plan
+from .planner import plan
 from .recipes import InstallInputs
 from .report import render_explain, render_report
 from .versions import CAPABILITIES, VllmVersion

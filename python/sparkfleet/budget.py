@@ -1,0 +1,140 @@
+"""The memory budget of one instance: its non-KV memory, the KV cache the intent needs or the room allows, and
+the utilization vLLM is given, or the refusal that says what would fit. Pure: no files, no network, no clock."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from . import memory as mem
+from .choices import Resolved
+from .errors import InfeasibleError, PlanError
+from .kvcache import KvGeometry
+from .models import (
+    GIB,
+    HostFacts,
+    Intent,
+    ModelProfile,
+    Platform,
+    ServeProfile,
+    SpeculativeMethod,
+)
+from .versions import cudagraph_memory_in_budget
+
+PREFIX_CACHE_SLACK = 0.10
+
+
+@dataclass(frozen=True)
+class Budget:
+    kv_bytes: int
+    utilization: float
+    non_kv: mem.NonKv
+    reserve: float
+    baseline: float
+
+
+def _suggestions(profile: ModelProfile, intent: Intent, r: Resolved, geo: KvGeometry, kv_room: float) -> tuple[str, ...]:
+    tips: list[str] = []
+    room = max(0, int(kv_room * GIB))
+    per_request = geo.bytes_for_requests(1, r.max_model_len, r.max_num_batched_tokens)
+    fitting = room // per_request if per_request else 0
+    if fitting >= 1 and fitting < intent.concurrency:
+        tips.append(f"concurrency {fitting}")
+    context = r.max_model_len
+    while context > 1024 and geo.bytes_for_requests(intent.concurrency, context, r.max_num_batched_tokens) > room:
+        context //= 2
+    if context < r.max_model_len and geo.bytes_for_requests(intent.concurrency, context, r.max_num_batched_tokens) <= room:
+        tips.append(f"max_context {context}")
+    if r.kv_cache_dtype != "fp8" and profile.kv_fp8_supported and intent.speculative is not SpeculativeMethod.DFLASH:
+        tips.append("kv_cache_dtype fp8")
+    tips.append(f"nodes {max(2, intent.nodes * 2)} (tensor parallel)")
+    return tuple(tips)
+
+
+def non_kv(host: HostFacts, profile: ModelProfile, intent: Intent, r: Resolved, batched: int) -> mem.NonKv:
+    """Non-KV memory of one rank when the scheduler runs `batched` tokens per step (its activation peak).
+
+    vLLM's profile run drives the target and then the drafter's dummy run over the same tokens, one after the
+    other, so the peak is the larger of the two activations, not their sum.
+    """
+    nk = mem.non_kv(
+        profile,
+        host.platform,
+        model_shards=r.shards,
+        max_num_batched_tokens=batched,
+        max_num_seqs=r.max_num_seqs,
+        capture_sizes=[size for size in r.capture_sizes if size <= batched],
+        drafter_gib=r.drafter_gib,
+    )
+    if r.drafter is None:
+        return nk
+    drafter_peak = mem.activation_gib(r.drafter, batched, r.max_num_seqs)
+    return dataclasses.replace(nk, activation=max(nk.activation, drafter_peak))
+
+
+def _batched_that_fits(
+    host: HostFacts, profile: ModelProfile, intent: Intent, r: Resolved, geo: KvGeometry, *, usable: float
+) -> int | None:
+    """The largest smaller max_num_batched_tokens (a power of two, at least 2048) whose activation peak leaves
+    room for the KV the intent needs, if lowering the scheduler's chunk is what would make it fit."""
+    batched = 1 << (r.max_num_batched_tokens.bit_length() - 1)
+    if batched == r.max_num_batched_tokens:
+        batched //= 2
+    while batched >= 2048:
+        room = (usable - non_kv(host, profile, intent, r, batched).total) * GIB
+        if room >= geo.bytes_for_requests(intent.concurrency, r.max_model_len, batched):
+            return batched
+        batched //= 2
+    return None
+
+
+def memory_budget(host: HostFacts, profile: ModelProfile, intent: Intent, r: Resolved, geo: KvGeometry) -> Budget:
+    total = host.mem_total_gib
+    reserve = intent.host_reserve_gib if intent.host_reserve_gib is not None else mem.HOST_RESERVE_GIB[host.platform]
+    baseline = mem.PROCESS_BASELINE_GIB[host.platform]
+    nk = non_kv(host, profile, intent, r, r.max_num_batched_tokens)
+    in_budget = cudagraph_memory_in_budget(r.version)
+    one_request = geo.bytes_for_requests(1, r.max_model_len, r.max_num_batched_tokens)
+    cap = mem.GB10_MAX_UTILIZATION if host.platform is Platform.GB10 else 1.0
+
+    if intent.gpu_memory_utilization is not None:
+        util = intent.gpu_memory_utilization
+        if util > cap:
+            raise PlanError(
+                "intent.gpu_memory_utilization",
+                f"{util} is above the {cap} cap for unified memory on GB10 (OOM and Xid 43 in the field)",
+                (f"gpu_memory_utilization {cap} or less",),
+            )
+        kv_gib = util * total - nk.profiled(in_budget)
+        needed_util = (nk.profiled(in_budget) + one_request / GIB) / total
+        if kv_gib * GIB < one_request:
+            raise InfeasibleError(
+                "intent.gpu_memory_utilization",
+                f"vLLM will refuse to start at {util}: {util * total:.1f} GiB budget minus {nk.profiled(in_budget):.1f} "
+                f"GiB non-KV leaves {kv_gib:.1f} GiB KV, and one {r.max_model_len}-token request needs "
+                f"{one_request / GIB:.2f} GiB",
+                (f"gpu_memory_utilization {mem.round_up(needed_util):.2f} or more", "a shorter max_context"),
+            )
+        return Budget(int(kv_gib * GIB), util, nk, reserve, baseline)
+
+    usable = min(cap * total, total - reserve - baseline)
+    room_for_kv = usable - nk.total
+    if intent.profile is ServeProfile.THROUGHPUT:
+        kv_bytes = max(0, int(room_for_kv * GIB))
+    else:
+        exact = geo.bytes_for_requests(intent.concurrency, r.max_model_len, r.max_num_batched_tokens)
+        slack = 0.0 if intent.profile is ServeProfile.MEMORY_SAVER else PREFIX_CACHE_SLACK
+        kv_bytes = int(exact * (1 + slack))
+    needed = geo.bytes_for_requests(intent.concurrency, r.max_model_len, r.max_num_batched_tokens)
+    if kv_bytes < needed or kv_bytes / GIB > room_for_kv + 1e-9:
+        batched = _batched_that_fits(host, profile, intent, r, geo, usable=usable)
+        scheduler = (f"max_num_batched_tokens {batched} (activation peak {nk.activation:.1f} GiB now)",) if batched else ()
+        raise InfeasibleError(
+            "intent",
+            f"{intent.concurrency} x {r.max_model_len} tokens needs {needed / GIB:.1f} GiB KV; "
+            f"{max(room_for_kv, 0):.1f} GiB is free after {nk.total:.1f} GiB non-KV within the "
+            f"{usable:.1f} GiB vLLM may use on this host",
+            _suggestions(profile, intent, r, geo, room_for_kv) + scheduler,
+        )
+    util = mem.round_up((nk.profiled(in_budget) + kv_bytes / GIB) / total)
+    return Budget(kv_bytes, min(util, cap), nk, reserve, baseline)
