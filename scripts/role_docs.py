@@ -82,9 +82,11 @@ def render(role: Path) -> str:
         if name == "main":
             continue
         lines += [f"## Entry point `{name}` (`tasks_from: {name}`)", "", prose(entry.get("short_description")), ""]
-        if entry.get("description"):
+        if entry.get("description") and entry["description"] != main.get("description"):
             lines += [prose(entry["description"]), ""]
-        if entry.get("options"):
+        if entry.get("options") and entry["options"] == main.get("options"):
+            lines += ["It takes the variables of the main entry point.", ""]
+        elif entry.get("options"):
             lines += [*table(entry["options"]), ""]
     return "\n".join(lines)
 

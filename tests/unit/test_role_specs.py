@@ -1,5 +1,9 @@
 """Each role's argument_specs and its defaults say the same thing (issue 31): every default is documented,
-with the value the role really takes, and nothing is documented with a default the role does not have."""
+with the value the role really takes, and nothing is documented with a default the role does not have.
+
+Every role depends on the sparkfleet role, whose defaults it sees as its own: a shared setting (where the
+front door is, read by several roles) has its default there and its documentation with the role it belongs to.
+"""
 
 from __future__ import annotations
 
@@ -12,32 +16,57 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-ROLES = sorted(p for p in (Path(__file__).resolve().parents[2] / "roles").iterdir() if p.is_dir())
+ROLES = sorted(p for p in (ROOT / "roles").iterdir() if p.is_dir())
+SHARED = ROOT / "roles" / "sparkfleet"
 
 
 def load(path: Path) -> Any:
     return yaml.safe_load(path.read_text()) if path.exists() else None
 
 
-@pytest.mark.parametrize("role", ROLES, ids=lambda p: p.name)
-def test_argument_specs_and_defaults_agree(role: Path) -> None:
+def defaults_of(role: Path) -> dict[str, Any]:
+    return load(role / "defaults" / "main.yml") or {}
+
+
+def options_of(role: Path) -> dict[str, dict[str, Any]]:
     specs = load(role / "meta" / "argument_specs.yml")
     assert specs and "main" in specs["argument_specs"], f"{role.name} has no argument_specs for its main entry point"
-    defaults = load(role / "defaults" / "main.yml") or {}
     options: dict[str, dict[str, Any]] = {}
     for entry_point in specs["argument_specs"].values():
         options.update(entry_point.get("options") or {})
-    undocumented = sorted(set(defaults) - set(options))
+    return options
+
+
+def depends_on_shared(role: Path) -> bool:
+    meta = load(role / "meta" / "main.yml") or {}
+    return any(
+        (d["role"] if isinstance(d, dict) else d) == "sparkfleet.vllm.sparkfleet" for d in meta.get("dependencies") or []
+    )
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda p: p.name)
+def test_argument_specs_and_defaults_agree(role: Path) -> None:
+    options, defaults = options_of(role), defaults_of(role)
+    documented_elsewhere = set().union(*(options_of(other) for other in ROLES)) if role == SHARED else set()
+    undocumented = sorted(set(defaults) - set(options) - documented_elsewhere)
     assert undocumented == [], f"{role.name}: defaults with no argument spec: {undocumented}"
-    # An option with no default is unset (None); a required one has no default at all.
+    # What the role sees: the shared role's defaults under its own. An option with no default is unset (None).
+    seen = {**(defaults_of(SHARED) if depends_on_shared(role) else {}), **defaults}
     disagree = {
-        name: (option.get("default"), defaults.get(name, "<not in defaults>"))
+        name: (option.get("default"), seen.get(name, "<no default>"))
         for name, option in options.items()
-        if ("default" in option or name in defaults) and option.get("default") != defaults.get(name, "<not in defaults>")
+        if ("default" in option or name in seen) and option.get("default") != seen.get(name, "<no default>")
     }
-    assert disagree == {}, f"{role.name}: argument spec default vs defaults/main.yml: {disagree}"
-    required_with_default = sorted(n for n, o in options.items() if o.get("required") and n in defaults)
+    assert disagree == {}, f"{role.name}: argument spec default vs the defaults the role sees: {disagree}"
+    required_with_default = sorted(n for n, o in options.items() if o.get("required") and n in seen)
     assert required_with_default == [], f"{role.name}: required, yet defaults give a value: {required_with_default}"
+
+
+def test_a_shared_default_is_documented_by_exactly_one_role() -> None:
+    shared = set(defaults_of(SHARED)) - set(options_of(SHARED))
+    for name in shared:
+        owners = [role.name for role in ROLES if name in options_of(role)]
+        assert len(owners) == 1, f"{name}: documented by {owners or 'no role'}"
 
 
 def test_each_roles_readme_is_what_its_argument_specs_say() -> None:

@@ -135,7 +135,7 @@ def render(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
                 "ansible_managed": "Ansible managed",
                 "sparkfleet_facts": {"platform": "cpu"},
                 "__vllm_serve_this": plan["instances"][name],
-                "__vllm_serve_plan": plan,
+                "vllm_serve_plan": plan,
                 "__vllm_serve_instance": {"name": name},
                 "__vllm_serve_release": {"path": str(release)},
             }

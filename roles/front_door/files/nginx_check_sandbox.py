@@ -5,6 +5,8 @@ and take the door down; this refuses it while the running nginx still serves.
 Usage: python3 nginx_check_sandbox.py DROP_IN
 """
 
+from __future__ import annotations
+
 import subprocess
 import sys
 

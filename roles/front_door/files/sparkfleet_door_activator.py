@@ -11,6 +11,8 @@ and has none running. The request path stays in nginx; this process only talks t
 Socket-activated by systemd (LISTEN_FDS); Python's standard library only.
 """
 
+from __future__ import annotations
+
 import argparse
 import http.server
 import importlib.util
@@ -23,18 +25,21 @@ import subprocess
 import sys
 import threading
 import time
+from types import ModuleType
+from typing import Any, cast
 
 _NAME = re.compile(r"/ensure/([a-z0-9][a-z0-9-]{0,39})")
 _GAUGE = re.compile(r"^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})? ([0-9.eE+-]+)$", re.MULTILINE)
 
 
-def log(message):
+def log(message: str) -> None:
     print(message, flush=True)
 
 
-def load_probe(path):
+def load_probe(path: str) -> ModuleType:
     """The probe's module (one HTTP client for TCP and Unix sockets, shared with readiness and watchdogs)."""
     spec = importlib.util.spec_from_file_location("sparkfleet_probe", path)
+    assert spec is not None and spec.loader is not None  # a .py path always has a spec and a loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -43,13 +48,13 @@ def load_probe(path):
 class Switchboard:
     """The on-demand instances of the door plan, when each was last asked for, and their locks."""
 
-    def __init__(self, table, config_dir, probe):
+    def __init__(self, table: dict[str, Any], config_dir: str, probe: str) -> None:
         self.budget = float(table["budget_gib"])
         self.wait = float(table["wait_s"])
-        self.instances = table["instances"]
+        self.instances: dict[str, dict[str, Any]] = table["instances"]
         self.config_dir = config_dir
         self.probe = probe
-        self._client = None
+        self._client: ModuleType | None = None
         self.used = {name: 0.0 for name in self.instances}
         self.ready = dict.fromkeys(self.instances, False)
         self.locks = {name: threading.Lock() for name in self.instances}
@@ -58,7 +63,7 @@ class Switchboard:
             if self.state(name) in ("active", "activating", "reloading"):
                 self.used[name] = time.monotonic()  # running when we came up: its idle clock starts now
 
-    def state(self, name):
+    def state(self, name: str) -> str:
         out = subprocess.run(
             ["systemctl", "show", self.instances[name]["unit"], "-p", "ActiveState"],
             capture_output=True,
@@ -67,13 +72,13 @@ class Switchboard:
         ).stdout
         return out.strip().partition("=")[2] or "unknown"
 
-    def client(self):
+    def client(self) -> ModuleType:
         """The probe's HTTP client (loopback ports and Unix sockets alike), loaded on first use."""
         if self._client is None:
             self._client = load_probe(self.probe)
         return self._client
 
-    def listening(self, name):
+    def listening(self, name: str) -> bool:
         instance = self.instances[name]
         try:
             if instance.get("socket"):
@@ -87,7 +92,7 @@ class Switchboard:
         except OSError:
             return False
 
-    def in_flight(self, name):
+    def in_flight(self, name: str) -> float:
         """Requests running or waiting in the instance (vLLM's own gauges); 0 when it does not answer."""
         try:
             text = self.client().request(self.instances[name]["url"] + "/metrics", timeout=5)[1]
@@ -95,7 +100,7 @@ class Switchboard:
             return 0
         return sum(float(value) for value in _GAUGE.findall(text))
 
-    def stop(self, name, why):
+    def stop(self, name: str, why: str) -> None:
         log(f"stopping {name}: {why}")
         self.ready[name] = False
         unit = self.instances[name]["unit"]
@@ -105,7 +110,7 @@ class Switchboard:
             log(f"{name} did not exit within its stop timeout and was killed")
             subprocess.run(["systemctl", "reset-failed", unit], check=False)
 
-    def make_room(self, name):
+    def make_room(self, name: str) -> str | None:
         """Stop idle on-demand instances until `name` fits in the budget; the reason it cannot, or None."""
         need = float(self.instances[name]["footprint_gib"])
         running = [n for n in self.instances if n != name and self.state(n) in ("active", "activating", "reloading")]
@@ -129,7 +134,7 @@ class Switchboard:
             f"{', '.join(busy)} {'is' if len(busy) == 1 else 'are'} serving requests"
         )
 
-    def readiness(self, name, timeout):
+    def readiness(self, name: str, timeout: float) -> dict[str, Any]:
         """The probe's readiness check of the instance (health, then the known-answer check)."""
         unit = self.instances[name]["unit"]
         argv = [
@@ -140,11 +145,11 @@ class Switchboard:
         ]  # fmt: skip
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         try:
-            return json.loads(done.stdout.strip().splitlines()[-1])
+            return cast("dict[str, Any]", json.loads(done.stdout.strip().splitlines()[-1]))
         except (ValueError, IndexError):
             return {"ready": False, "reason": (done.stderr or done.stdout).strip()[-500:] or "the probe failed"}
 
-    def ensure(self, name):
+    def ensure(self, name: str) -> tuple[int, dict[str, Any]]:
         """(status, body): 200 when the instance serves and answered right, 503 with the reason otherwise."""
         began = time.monotonic()
         self.used[name] = began
@@ -177,7 +182,7 @@ class Switchboard:
         finally:
             self.locks[name].release()
 
-    def stop_idle(self):
+    def stop_idle(self) -> None:
         now = time.monotonic()
         for name, spec in self.instances.items():
             if now - self.used[name] < spec["idle_stop_after_s"] or self.state(name) != "active":
@@ -192,7 +197,7 @@ class Switchboard:
             finally:
                 self.locks[name].release()
 
-    def watch_idle(self):
+    def watch_idle(self) -> None:
         tick = max(5.0, min(float(s["idle_stop_after_s"]) for s in self.instances.values()) / 6)
         while True:
             time.sleep(tick)
@@ -203,15 +208,16 @@ class Switchboard:
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
-    board = None
+    board: Switchboard | None = None  # set by main() before the server takes requests
 
-    def do_GET(self):
+    def do_GET(self) -> None:
+        assert self.board is not None
         match = _NAME.fullmatch(self.path)
         if not match or match[1] not in self.board.instances:
             return self.reply(404, {"reason": "no such on-demand instance"})
         return self.reply(*self.board.ensure(match[1]))
 
-    def reply(self, status, body):
+    def reply(self, status: int, body: dict[str, Any]) -> None:
         data = (json.dumps(body) + "\n").encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -219,10 +225,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def address_string(self):
+    def address_string(self) -> str:
         return "nginx"  # a unix socket has no peer address
 
-    def log_message(self, format, *args):  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:  # the base class's parameter names
         pass  # nginx logs every request; this logs what it switches
 
 
@@ -230,14 +236,14 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
 
 
-def listener():
+def listener() -> socket.socket:
     """The socket systemd passes (LISTEN_FDS), or one of our own when run by hand."""
     if os.environ.get("LISTEN_PID") == str(os.getpid()) and os.environ.get("LISTEN_FDS") == "1":
         return socket.socket(fileno=3)
     raise SystemExit("run me through sparkfleet-door-activator.socket (no socket was passed)")
 
 
-def main():
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("table", help="the door plan's activator table (JSON)")
     parser.add_argument("--config-dir", required=True, help="where each instance's plan.json and env file are")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, cast
 
 # Seconds; a streamed answer counts from the request to its last byte.
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)
@@ -35,7 +35,7 @@ def _series(state: dict[str, Any], model: str, client: str) -> dict[str, Any]:
             "sum": 0.0,
             "bytes": 0,
         }
-    return state["series"][key]
+    return cast("dict[str, Any]", state["series"][key])
 
 
 def account(state: dict[str, Any], line: str, models: set[str], clients: set[str]) -> None:

@@ -3,6 +3,8 @@
 Prints one JSON object: known (false when this huggingface_hub has no dry run or a size is not given), bytes, files.
 """
 
+from __future__ import annotations
+
 import json
 import sys
 

@@ -27,7 +27,14 @@ GAUGES = (
     ("utilization.gpu", "sparkfleet_gpu_utilization_ratio", 0.01),
 )
 # Why the clock is below its maximum; each 1 while active (the clocks_throttle_reasons.* of older drivers).
-REASONS = ("gpu_idle", "hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown", "sw_power_cap")
+REASONS = (
+    "gpu_idle",
+    "hw_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "sw_thermal_slowdown",
+    "sw_power_cap",
+)
 # The active bitmask is asked for (it names reasons newer drivers add) but not published.
 FIELDS = (
     "index",

@@ -7,6 +7,8 @@ status: connect to the cluster with Ray's own client and wait until it reports N
         as the units read it, so no setting or secret travels on this command line.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import os
@@ -15,17 +17,17 @@ import sys
 import time
 
 
-def load_env_file(path):
+def load_env_file(path: str) -> None:
     """KEY=VALUE lines of a systemd EnvironmentFile (comments and blank lines skipped) into os.environ."""
     with open(path, encoding="utf-8") as lines:
-        for line in lines:
-            line = line.strip()
+        for raw in lines:
+            line = raw.strip()
             if line and not line.startswith("#") and "=" in line:
                 name, value = line.split("=", 1)
                 os.environ[name.strip()] = value.strip()
 
 
-def reach(args):
+def reach(args: argparse.Namespace) -> int:
     host, port = args.target.rsplit(":", 1)
     deadline = time.monotonic() + args.timeout
     error = "no attempt"
@@ -42,7 +44,7 @@ def reach(args):
     return 1
 
 
-def status(args):
+def status(args: argparse.Namespace) -> int:
     if args.env_file:
         load_env_file(args.env_file)
     import ray  # the release's Ray: the same version as the cluster's
@@ -85,7 +87,7 @@ def status(args):
         ray.shutdown()
 
 
-def main():
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("mode", choices=["reach", "status"])
     parser.add_argument("--source")

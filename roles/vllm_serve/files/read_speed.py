@@ -9,6 +9,8 @@ file's cached pages are dropped first (posix_fadvise) and method says "buffered"
 instance maps can still flatter. Reading changes nothing on the host.
 """
 
+from __future__ import annotations
+
 import glob
 import json
 import mmap
@@ -19,12 +21,12 @@ import time
 CHUNK = 16 * 1024 * 1024
 
 
-def largest_weight_file(model_dir):
+def largest_weight_file(model_dir: str) -> str | None:
     files = glob.glob(os.path.join(model_dir, "*.safetensors"))
     return max(files, key=os.path.getsize) if files else None
 
 
-def read_direct(path, limit):
+def read_direct(path: str, limit: int) -> tuple[int, float]:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
     buffer = mmap.mmap(-1, CHUNK)  # page-aligned, as O_DIRECT needs
     done = 0
@@ -41,7 +43,7 @@ def read_direct(path, limit):
         buffer.close()
 
 
-def read_buffered(path, limit):
+def read_buffered(path: str, limit: int) -> tuple[int, float]:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
@@ -57,7 +59,7 @@ def read_buffered(path, limit):
         os.close(fd)
 
 
-def main():
+def main() -> None:
     model_dir = sys.argv[1]
     limit = int(sys.argv[2]) if len(sys.argv) > 2 else 1024**3
     path = largest_weight_file(model_dir)

@@ -1,11 +1,12 @@
 """Ask the installed vLLM's own parser whether it accepts each instance's argv, before a unit switches to it.
 
 Run by the vllm_serve role with the release's interpreter, as root, before any unit is written. It reads
-{"release": PATH, "plans": {NAME: {"argv": [...]}}} on stdin (the host plan's instances and ranks). An instance whose release and argv passed before (the
-digest in STAMP) is not parsed again, so a no-op converge imports nothing. Each other argv goes through
-vLLM's `make_arg_parser`, `validate_parsed_serve_args` and `AsyncEngineArgs.from_cli_args`, with no GPU
-and no model load. Prints one JSON object per line ({"name", "ok", "error", "seconds"}) and exits 1 when
-any argv is refused, naming the flag vLLM rejected and the release, so nothing switches.
+{"release": PATH, "plans": {NAME: {"argv": [...]}}} on stdin (the host plan's instances and ranks). An
+instance whose release and argv passed before (the digest in STAMP) is not parsed again, so a no-op
+converge imports nothing. Each other argv goes through vLLM's `make_arg_parser`,
+`validate_parsed_serve_args` and `AsyncEngineArgs.from_cli_args`, with no GPU and no model load. Prints
+one JSON object per line ({"name", "ok", "error", "seconds"}) and exits 1 when any argv is refused, naming
+the flag vLLM rejected and the release, so nothing switches.
 
 Usage: sparkfleet_argv_check.py STAMP record|check < plans.json
 """
@@ -26,7 +27,7 @@ CLI_MODULES = ("vllm.entrypoints.common.cli_args", "vllm.entrypoints.launchers.c
 PARSER_MODULES = ("vllm.utils.argparse_utils", "vllm.utils")
 
 
-class Refused(Exception):
+class Refused(Exception):  # noqa: N818 - existing name, kept: typing only, no renames
     pass
 
 
@@ -68,7 +69,7 @@ def parse(argv: list[str]) -> None:
     flexible = _first(PARSER_MODULES, "FlexibleArgumentParser")
 
     class RaisingParser(flexible):  # type: ignore[misc, valid-type]
-        def error(self, message: str) -> None:  # type: ignore[override]
+        def error(self, message: str) -> None:
             raise Refused(message)
 
     if argv[:2] != ["vllm", "serve"] or len(argv) < 3:

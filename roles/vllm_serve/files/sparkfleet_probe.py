@@ -23,6 +23,8 @@ The API key is read from the instance's environment file (root, 0600), never fro
 that serves on a Unix socket behind the door.
 """
 
+from __future__ import annotations
+
 import argparse
 import http.client
 import io
@@ -40,11 +42,13 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterable
+from typing import Any, NoReturn
 
 UNIX_SCHEME = "http+unix://"
 
 
-def unit_state(unit):
+def unit_state(unit: str) -> tuple[str, float, bool]:
     """(ActiveState, seconds since its last activation, whether a job such as a restart is queued)."""
     out = subprocess.run(
         ["systemctl", "show", unit, "-p", "ActiveState", "-p", "ActiveEnterTimestampMonotonic", "-p", "Job"],
@@ -57,7 +61,7 @@ def unit_state(unit):
     return values.get("ActiveState", "unknown"), since, bool(values.get("Job", "").strip())
 
 
-def api_key(env_file):
+def api_key(env_file: str) -> str | None:
     try:
         with open(env_file, encoding="utf-8") as handle:
             for line in handle:
@@ -74,11 +78,11 @@ def api_key(env_file):
 class UnixConnection(http.client.HTTPConnection):
     """HTTP over a Unix socket: the only way into an instance behind the door."""
 
-    def __init__(self, path, timeout):
+    def __init__(self, path: str, timeout: float) -> None:
         super().__init__("localhost", timeout=timeout)
         self.socket_path = path
 
-    def connect(self):
+    def connect(self) -> None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(self.timeout)
         try:
@@ -89,13 +93,13 @@ class UnixConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
-def split_unix_url(url):
+def split_unix_url(url: str) -> tuple[str, str]:
     """(socket path, request path) of an http+unix:// URL."""
     parts = url[len(UNIX_SCHEME) :].partition("/")
     return urllib.parse.unquote(parts[0]), "/" + parts[2]
 
 
-def request_unix(url, data, headers, timeout):
+def request_unix(url: str, data: bytes | None, headers: dict[str, str], timeout: float) -> tuple[int, str]:
     path, target = split_unix_url(url)
     conn = UnixConnection(path, timeout)
     try:
@@ -112,7 +116,7 @@ def request_unix(url, data, headers, timeout):
     return resp.status, payload.decode("utf-8", "replace")
 
 
-def request(url, body=None, key=None, timeout=10.0):
+def request(url: str, body: Any = None, key: str | None = None, timeout: float = 10.0) -> tuple[int, str]:
     data = json.dumps(body).encode() if body is not None else None
     headers = {"Content-Type": "application/json"}
     if key:
@@ -124,7 +128,7 @@ def request(url, body=None, key=None, timeout=10.0):
         return resp.status, resp.read().decode("utf-8", "replace")
 
 
-def pump(source, sink):
+def pump(source: socket.socket, sink: socket.socket) -> None:
     try:
         while True:
             data = source.recv(65536)
@@ -135,20 +139,20 @@ def pump(source, sink):
         pass
     finally:
         for sock in (source, sink):
-            try:
+            try:  # noqa: SIM105 - left as written: typing only, no rewrite
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
 
 
-def relay(socket_path):
+def relay(socket_path: str) -> tuple[socket.socket, int]:
     """A loopback TCP port whose connections go on to the Unix socket; returns (server socket, port)."""
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind(("127.0.0.1", 0))
     server.listen(256)
 
-    def accept():
+    def accept() -> None:
         while True:
             try:
                 client = server.accept()[0]
@@ -168,22 +172,24 @@ def relay(socket_path):
     return server, server.getsockname()[1]
 
 
-def bench(url, command, env):
+def bench(url: str | None, command: list[str], env: dict[str, str]) -> NoReturn:
     if not url or not url.startswith(UNIX_SCHEME):
         os.execvpe(command[0], command, env)
     server, port = relay(split_unix_url(url)[0])
     try:
-        done = subprocess.run([word.replace("{relay}", f"http://127.0.0.1:{port}") for word in command], env=env, check=False)
+        done = subprocess.run(
+            [word.replace("{relay}", f"http://127.0.0.1:{port}") for word in command], env=env, check=False
+        )
     finally:
         server.close()
     sys.exit(done.returncode)
 
 
-class WrongAnswer(ValueError):
+class WrongAnswer(ValueError):  # noqa: N818 - tests catch it by this name
     """The server answered, and the answer is wrong or garbage: no amount of waiting fixes that."""
 
 
-def garbage(text):
+def garbage(text: str) -> str | None:
     """Why a reply is garbage whatever the question was, or None."""
     stripped = text.strip()
     if not stripped:
@@ -203,17 +209,17 @@ def garbage(text):
     return None
 
 
-def contains_answer(text, expect):
+def contains_answer(text: str, expect: str) -> bool:
     """The expected answer not inside a longer word or number (so '204' is not in '2040'), any case."""
     return re.search(rf"(?<![^\W_]){re.escape(expect.casefold())}(?![^\W_])", text.casefold()) is not None
 
 
-def nan_logprobs(choice):
+def nan_logprobs(choice: dict[str, Any]) -> int:
     content = (choice.get("logprobs") or {}).get("content") or []
     return sum(1 for entry in content if isinstance(entry.get("logprob"), float) and math.isnan(entry["logprob"]))
 
 
-def judge_embedding(reply):
+def judge_embedding(reply: dict[str, Any]) -> str:
     data = reply.get("data") or []
     vector = data[0].get("embedding") if data else None
     if not isinstance(vector, list) or not vector:
@@ -225,12 +231,12 @@ def judge_embedding(reply):
     return f"embedding of {len(vector)} values"
 
 
-def judge_chat(reply, expect):
+def judge_chat(reply: dict[str, Any], expect: str | None) -> str:
     """The reply's text (reasoning and content) when it is right; raises WrongAnswer otherwise."""
     choice = reply["choices"][0]
     message = choice.get("message") or {}
-    content = message.get("content") or ""
-    thought = message.get("reasoning_content") or message.get("reasoning") or ""
+    content: str = message.get("content") or ""
+    thought: str = message.get("reasoning_content") or message.get("reasoning") or ""
     nans = nan_logprobs(choice)
     if nans:
         raise WrongAnswer(f"{nans} NaN log-probabilities in the reply {content[:80]!r}")
@@ -242,7 +248,7 @@ def judge_chat(reply, expect):
     return content or thought
 
 
-def infer(args, check, key, timeout):
+def infer(args: argparse.Namespace, check: dict[str, Any], key: str | None, timeout: float) -> str:
     """The known-answer check through the path clients use: the reply text, or an exception saying why not."""
     status, text = request(f"{args.url}{check['path']}", check["body"], key, timeout=timeout)
     reply = json.loads(text)
@@ -255,7 +261,7 @@ def infer(args, check, key, timeout):
     return judge_chat(reply, check.get("expect"))
 
 
-def journal(unit, lines=30):
+def journal(unit: str, lines: int = 30) -> str:
     return subprocess.run(
         ["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"],
         capture_output=True,
@@ -264,12 +270,12 @@ def journal(unit, lines=30):
     ).stdout
 
 
-def fail(unit, reason):
+def fail(unit: str, reason: str) -> NoReturn:
     print(json.dumps({"unit": unit, "ready": False, "reason": reason, "journal": journal(unit)}))
     sys.exit(1)
 
 
-def ready(args, check, key):
+def ready(args: argparse.Namespace, check: dict[str, Any], key: str | None) -> None:
     began = time.monotonic()
     deadline = began + args.timeout
     health_at = None
@@ -310,10 +316,10 @@ def ready(args, check, key):
     fail(args.unit, f"not ready after {args.timeout:.0f} s (health {'answered' if health_at else 'never answered'})")
 
 
-def load_state(path, since):
+def load_state(path: str, since: float) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as handle:
-            state = json.load(handle)
+            state: dict[str, Any] = json.load(handle)
     except (FileNotFoundError, ValueError):
         state = {}
     if state.get("since") != since:  # a new start of the unit: forget the old one
@@ -321,7 +327,7 @@ def load_state(path, since):
     return state
 
 
-def save_state(path, state):
+def save_state(path: str, state: dict[str, Any]) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
@@ -329,7 +335,7 @@ def save_state(path, state):
     os.replace(tmp, path)
 
 
-def watchdog(args, check, key):
+def watchdog(args: argparse.Namespace, check: dict[str, Any], key: str | None) -> None:
     active, since = unit_state(args.unit)[:2]
     if active != "active":
         print(f"{args.unit} is {active}: standing down")
@@ -350,7 +356,9 @@ def watchdog(args, check, key):
         save_state(args.state, state)
         return
     state["failures"] += 1
-    print(f"{args.unit}: inference check failed ({state['failures']}/{args.failures}) within {args.deadline:.0f} s: {reason}")
+    print(
+        f"{args.unit}: inference check failed ({state['failures']}/{args.failures}) within {args.deadline:.0f} s: {reason}"
+    )
     if state["failures"] >= args.failures:
         print(f"{args.unit}: restarting after {state['failures']} consecutive failed inference checks (last: {reason})")
         state.update(failures=0, ready_seen=False)
@@ -363,7 +371,7 @@ def watchdog(args, check, key):
 CLOSE_WAIT = "08"  # include/net/tcp_states.h
 
 
-def _address(hex_address):
+def _address(hex_address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     """An address of /proc/net/tcp{,6}: IPv4 as one little-endian word, IPv6 as four."""
     raw = bytes.fromhex(hex_address)
     if len(raw) == 4:
@@ -372,7 +380,9 @@ def _address(hex_address):
     return address.ipv4_mapped or address
 
 
-def closed_by_peer(master, port, uid=None, tables=("/proc/net/tcp", "/proc/net/tcp6")):
+def closed_by_peer(
+    master: str, port: int, uid: int | None = None, tables: Iterable[str] = ("/proc/net/tcp", "/proc/net/tcp6")
+) -> int:
     """How many connections to master:port its peer has closed while this side still holds them.
 
     uid: count only the sockets of that user (the rank's service user): another local account's own
@@ -398,11 +408,11 @@ def closed_by_peer(master, port, uid=None, tables=("/proc/net/tcp", "/proc/net/t
     return count
 
 
-def plan_argument(argv, flag):
+def plan_argument(argv: list[str], flag: str) -> str | None:
     return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
 
 
-def rank(args):
+def rank(args: argparse.Namespace) -> None:
     with open(args.plan, encoding="utf-8") as handle:
         argv = json.load(handle)["argv"]
     master, port = plan_argument(argv, "--master-addr"), plan_argument(argv, "--master-port")
@@ -421,7 +431,7 @@ def rank(args):
         subprocess.run(["systemctl", "restart", "--no-block", args.unit], check=True)
 
 
-def main():
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=["ready", "watchdog", "bench", "rank"])
     parser.add_argument("--unit")

@@ -122,7 +122,7 @@ PLAY = """
         tasks_from: validate
     - name: Report the plan
       ansible.builtin.debug:
-        msg: "{{{{ __vllm_serve_plan.instances }}}}"
+        msg: "{{{{ vllm_serve_plan.instances }}}}"
 """
 
 
