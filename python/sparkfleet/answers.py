@@ -12,7 +12,6 @@ sandbox for real.
 
 from __future__ import annotations
 
-import itertools
 import json
 
 from .models import AnswerCheck, KnownAnswer, ModelProfile
@@ -39,15 +38,10 @@ GARBAGE_CAUSES = (
 )
 
 
-def serves_pooling(argv: list[str]) -> bool:
-    """Whether vLLM runs the model as a pooling (embedding) model: it then has no chat endpoint."""
-    return any(flag == "--runner" and value == "pooling" for flag, value in itertools.pairwise(argv))
-
-
 def answer_check(
     profile: ModelProfile,
     served_name: str,
-    argv: list[str],
+    pooling: bool,
     own: KnownAnswer | None = None,
     template_kwargs: dict[str, bool | int | float | str] | None = None,
 ) -> AnswerCheck:
@@ -56,7 +50,8 @@ def answer_check(
     It carries the chat template settings clients are told to send, so the check (and the warm-up it
     is) takes the same template path, and JIT-compiled shapes, as a user's first request.
     """
-    if serves_pooling(argv):
+    # A pooling (embedding) model has no chat endpoint.
+    if pooling:
         return AnswerCheck(
             path="/v1/embeddings",
             body={"model": served_name, "input": EMBEDDING_INPUT},

@@ -17,6 +17,7 @@ from typing import Any
 
 from . import logsigns
 from .errors import PlanError
+from .models import planned_flag
 
 SUMMARY_SCHEMA = 1
 # What each run's vLLM result says that a reader compares, and which way is better.
@@ -53,8 +54,13 @@ def spread(values: Sequence[float]) -> dict[str, float | int]:
     }
 
 
-def _flag(argv: Sequence[str], flag: str) -> str | None:
-    return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
+def _graph_sizes(plan: Mapping[str, Any]) -> str:
+    """The CUDA graph sizes the plan asked for, under whichever flag its release reads them from."""
+    for name in ("--cudagraph-capture-sizes", "--cuda-graph-sizes", "--compilation-config"):
+        values = planned_flag(plan, name)
+        if values:
+            return " ".join(values)
+    return "vLLM default"
 
 
 def record(plan: Mapping[str, Any], release: Mapping[str, Any], journal: str) -> dict[str, Any]:
@@ -74,8 +80,8 @@ def record(plan: Mapping[str, Any], release: Mapping[str, Any], journal: str) ->
         "max_model_len": plan.get("max_model_len"),
         "max_num_seqs": plan.get("max_num_seqs"),
         "kv_cache_dtype": plan.get("kv_cache_dtype"),
-        "graph_sizes": _flag(argv, "--cuda-graph-sizes") or _flag(argv, "--compilation-config") or "vLLM default",
-        "enforce_eager": "--enforce-eager" in argv,
+        "graph_sizes": _graph_sizes(plan),
+        "enforce_eager": planned_flag(plan, "--enforce-eager") is not None,
         "backends": {seen.what: seen.value for seen in logsigns.loaded(journal)},
     }
 

@@ -428,11 +428,11 @@ def _read_log(path: str) -> str:
         return handle.read()
 
 
-def _explain_journal(path: str, argv: list[str]) -> int:
+def _explain_journal(path: str, flags: dict[str, list[str]]) -> int:
     """Print what the log says was loaded and every known signature; non-zero when one is red."""
     from .doctor import Status, log_findings, render
 
-    findings = log_findings("log", _read_log(path), argv)
+    findings = log_findings("log", _read_log(path), flags)
     if not findings:
         print(f"{path}: no line vLLM writes about what it selected, and no known signature")
         return 0
@@ -497,10 +497,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_monitoring(args.artifact, args.alerts), end="")
             return 0
         if args.command == "explain" and args.journal and args.model is None:
-            return _explain_journal(args.journal, [])
+            return _explain_journal(args.journal, {})
         result, note = _make_plan(args)
         if args.command == "explain" and args.journal:
-            return _explain_journal(args.journal, result.argv)
+            return _explain_journal(args.journal, {f.name: f.values for f in result.flags})
     except PlanError as exc:
         print(f"sparkfleet: {exc}", file=sys.stderr)
         return 2

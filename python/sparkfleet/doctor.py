@@ -8,6 +8,7 @@ last start (KV cache tokens and memory, weights) with what the applied plan pred
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from enum import Enum
 from typing import Any, Literal
 
@@ -191,7 +192,7 @@ def host_findings(host: HostObservation) -> list[Finding]:
             )
         )
     out += sysctl_findings(host)
-    out += log_findings("host", host.kernel_log, [])
+    out += log_findings("host", host.kernel_log, {})
     return out
 
 
@@ -251,11 +252,11 @@ def journal_pattern() -> str:
     return "|".join((*(re.escape(anchor) for anchor in _MEMORY_ANCHORS), logsigns.journal_grep()))
 
 
-def log_findings(area: str, log: str, argv: list[str]) -> list[Finding]:
+def log_findings(area: str, log: str, flags: Mapping[str, list[str]]) -> list[Finding]:
     """What vLLM selected (against the plan's flags) and every known signature, harmless ones named as such."""
     marks = {logsigns.Severity.RED: Status.RED, logsigns.Severity.YELLOW: Status.YELLOW}
     quiet, out = [], []
-    for severity, detail in logsigns.judge(log, argv):
+    for severity, detail in logsigns.judge(log, flags):
         if severity is None:
             quiet.append(detail)
         elif severity is logsigns.Severity.HARMLESS:
@@ -357,7 +358,8 @@ def instance_findings(obs: InstanceObservation, release: dict[str, Any] | None) 
             )
         )
 
-    out.extend(log_findings(area, obs.journal, [str(arg) for arg in plan.get("argv", [])]))
+    flags = {str(f["name"]): [str(v) for v in f.get("values", [])] for f in plan.get("flags", [])}
+    out.extend(log_findings(area, obs.journal, flags))
     said = journal_report(obs.journal)
     if "kv_tokens" not in said:
         out.append(

@@ -16,10 +16,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from .answers import serves_pooling
 from .errors import PlanError, from_validation
 from .hostplan import RESERVED_PORTS, HostPlan
-from .models import Strict
+from .models import ServePlan, Strict
 
 # What a client may call, by what the instance serves. Everything else answers 404 (with a key) or 401.
 GENERATE_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/responses")
@@ -250,8 +249,8 @@ def _check_webui_ports(webui: DoorWebui, door_port: int, taken: dict[int, str], 
         raise PlanError("webui_port", f"{webui.port} is also webui_door_port: the door listens there", ("8080",))
 
 
-def _paths_of(argv: list[str]) -> list[str]:
-    return list(POOLING_PATHS if serves_pooling(argv) else GENERATE_PATHS)
+def _paths_of(served: ServePlan) -> list[str]:
+    return list(POOLING_PATHS if served.runner == "pooling" else GENERATE_PATHS)
 
 
 def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "front_door") -> DoorPlan:
@@ -291,7 +290,7 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
                 served_name=served.served_name,
                 instance=name,
                 upstream=f"unix:{endpoint.socket}" if endpoint.socket else f"{endpoint.local_host}:{endpoint.port}",
-                paths=_paths_of(served.argv),
+                paths=_paths_of(served),
                 max_model_len=served.max_model_len,
                 on_demand=name in host_plan.on_demand,
                 max_body_mib=min(served.max_request_mib, settings.limits.max_body_mib or served.max_request_mib),

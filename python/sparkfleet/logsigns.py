@@ -10,6 +10,7 @@ them here; `sparkfleet explain --journal FILE` does the same for a log pasted fr
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -31,7 +32,7 @@ class Selection:
     what: str
     anchor: str  # a literal the journal is grepped for
     pattern: re.Pattern[str]
-    flag: str | None  # the vLLM flag that asks for it, compared with the plan's argv
+    flag: str | None  # the vLLM flag that asks for it, compared with the plan's flags
     seen_in: str
     source: str
 
@@ -198,13 +199,9 @@ def signs(journal: str) -> list[tuple[Sign, Seen]]:
     return list(out.values())
 
 
-def _asked(argv: list[str], flag: str) -> str | None:
-    for index, arg in enumerate(argv):
-        if arg == flag and index + 1 < len(argv):
-            return argv[index + 1]
-        if arg.startswith(f"{flag}="):
-            return arg.split("=", 1)[1]
-    return None
+def _asked(flags: Mapping[str, list[str]], flag: str) -> str | None:
+    values = flags.get(flag)
+    return values[0] if values else None
 
 
 def _same(asked: str, value: str) -> bool:
@@ -229,7 +226,7 @@ def _marlin_fallback(seen: Seen, asked: str | None) -> bool:
     return seen.what == "MoE backend" and "NvFp4 MoE" in seen.line and _same(seen.value, "marlin") and asked is None
 
 
-def judge(journal: str, argv: list[str]) -> list[tuple[Severity | None, str]]:
+def judge(journal: str, flags: Mapping[str, list[str]]) -> list[tuple[Severity | None, str]]:
     """(severity, line) for the doctor: each selection against the plan's flag, then each signature.
 
     A selection that matches what the plan asked for, or that the plan left to vLLM, has no severity.
@@ -237,7 +234,7 @@ def judge(journal: str, argv: list[str]) -> list[tuple[Severity | None, str]]:
     out: list[tuple[Severity | None, str]] = []
     for seen in loaded(journal):
         selection = next(s for s in SELECTIONS if s.what == seen.what)
-        asked = _asked(argv, selection.flag) if selection.flag else None
+        asked = _asked(flags, selection.flag) if selection.flag else None
         if _marlin_fallback(seen, asked):
             out.append((Severity.YELLOW, f"{seen.what}: {seen.value}: {MARLIN_FALLBACK}"))
         elif asked is None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Mapping
 from enum import Enum
 from pathlib import PurePosixPath
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -533,12 +534,46 @@ class AnswerCheck(Strict):
     reason: str
 
 
+class Flag(Strict):
+    """One vLLM argument of the plan (no values: a switch), with why it is there and where that comes from."""
+
+    name: str
+    values: list[str] = Field(default_factory=list)
+    reason: str
+    source: str
+
+
+class EnvVar(Strict):
+    """One environment variable of the plan, with why it is set and where that comes from."""
+
+    name: str
+    value: str
+    reason: str
+    source: str
+
+
+def command_line(model: str, flags: list[Flag]) -> list[str]:
+    """`vllm serve` with the plan's flags, in order: the one place argv is made."""
+    return ["vllm", "serve", model, *(word for flag in flags for word in (flag.name, *flag.values))]
+
+
+def planned_flag(plan: Mapping[str, Any], name: str) -> list[str] | None:
+    """One flag's values in a plan read as JSON ([] for a switch), or None when the plan leaves it to vLLM."""
+    return next((list(f.get("values", [])) for f in plan.get("flags", []) if f.get("name") == name), None)
+
+
 class ServePlan(Strict):
     model: str
     served_name: str
     platform: Platform
     vllm_version: str
+    # The vLLM arguments the plan chose, each with its reason; argv is made from them (command_line).
+    flags: list[Flag] = Field(default_factory=list)
     argv: list[str]
+    # generate (chat and completions) or pooling (embeddings): which paths the instance serves.
+    runner: Literal["generate", "pooling"] = "generate"
+    # The environment the plan sets, each with its reason; env is made from it.
+    environment: list[EnvVar] = Field(default_factory=list)
     env: dict[str, str]
     secret_env: list[str]
     gpu_memory_utilization: float
@@ -568,3 +603,16 @@ class ServePlan(Strict):
     headless: bool = False
     # The largest request body the front door forwards to it (sparkfleet.requestsize).
     max_request_mib: int = 32
+
+    @model_validator(mode="after")
+    def _argv_is_made_from_the_flags(self) -> ServePlan:
+        # A plan written before flags were recorded has none: its argv stands as it was.
+        if self.flags and self.argv != command_line(self.model, self.flags):
+            raise ValueError("argv is made from the flags (command_line); the two disagree")
+        if self.environment and self.env != {e.name: e.value for e in self.environment}:
+            raise ValueError("env is made from the environment; the two disagree")
+        return self
+
+    def flag(self, name: str) -> list[str] | None:
+        """One planned flag's values ([] for a switch), or None when the plan leaves it to vLLM."""
+        return next((list(f.values) for f in self.flags if f.name == name), None)

@@ -14,6 +14,8 @@ from .errors import PlanError
 from .models import (
     GIB,
     ClusterBackend,
+    EnvVar,
+    Flag,
     HostFacts,
     Intent,
     MemoryBreakdown,
@@ -23,6 +25,7 @@ from .models import (
     Reason,
     ServePlan,
     SystemdLimits,
+    command_line,
 )
 from .requestsize import SOURCE as REQUEST_SOURCE
 from .requestsize import max_request_mib
@@ -150,13 +153,12 @@ def plan(
         remote_code=remote_code,
     )
     entries = rules.apply(settings)
-    argv = ["vllm", "serve", settings.model_ref]
-    env: dict[str, str] = {}
-    for entry in entries:
-        if entry.kind == "arg":
-            argv.extend((entry.name, *entry.values))
-        else:
-            env[entry.name] = entry.values[0]
+    flags = [Flag(name=e.name, values=list(e.values), reason=e.reason, source=e.source) for e in entries if e.kind == "arg"]
+    environment = [
+        EnvVar(name=e.name, value=e.values[0], reason=e.reason, source=e.source) for e in entries if e.kind == "env"
+    ]
+    env = {e.name: e.value for e in environment}
+    runner = "pooling" if any(f.name == "--runner" and f.values == ["pooling"] for f in flags) else "generate"
     guard_env(env, r.version)
 
     required = (
@@ -199,7 +201,10 @@ def plan(
         served_name=settings.served_name,
         platform=host.platform,
         vllm_version=str(r.version),
-        argv=argv,
+        flags=flags,
+        argv=command_line(settings.model_ref, flags),
+        runner=runner,
+        environment=environment,
         env=env,
         secret_env=["VLLM_API_KEY"] if intent.api_key else [],
         gpu_memory_utilization=budget.utilization,
@@ -231,7 +236,7 @@ def plan(
         required_available_bytes=required,
         systemd=SystemdLimits(memory_max=f"{math.ceil(memory_max)}G"),
         answer_check=answer_check(
-            profile, settings.served_name, argv, intent.answer_check, rules.template_kwargs(profile, intent)
+            profile, settings.served_name, runner == "pooling", intent.answer_check, rules.template_kwargs(profile, intent)
         ),
         warnings=plan_warnings(host, profile, intent, r, required)
         + [w for w in (scheduler_warning(r, lambda n: non_kv(host, profile, intent, r, n).activation, headroom),) if w]

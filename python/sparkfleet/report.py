@@ -50,7 +50,7 @@ def render_report(plan: ServePlan) -> str:
     for name, value in parts:
         if value:
             lines.append(f"    {name:<13}{value:8.2f}  {_bar(value, m.total)}")
-    lines += ["", "  command", "    " + " \\\n      ".join(_argv_lines(plan.argv)), "", "  environment"]
+    lines += ["", "  command", "    " + " \\\n      ".join(_argv_lines(plan)), "", "  environment"]
     lines += [f"    {k}={v}" for k, v in plan.env.items()]
     lines += [f"    {k}=<from the 0600 environment file>" for k in plan.secret_env]
     if plan.warnings:
@@ -58,17 +58,11 @@ def render_report(plan: ServePlan) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _argv_lines(argv: list[str]) -> list[str]:
-    out: list[str] = []
-    current: list[str] = []
-    for token in argv:
-        if token.startswith("--") and current:
-            out.append(" ".join(shlex.quote(t) for t in current))
-            current = []
-        current.append(token)
-    if current:
-        out.append(" ".join(shlex.quote(t) for t in current))
-    return out
+def _argv_lines(plan: ServePlan) -> list[str]:
+    """`vllm serve MODEL`, then one line a flag."""
+    lines = [" ".join(shlex.quote(word) for word in plan.argv[:3])]
+    lines += [" ".join(shlex.quote(word) for word in (flag.name, *flag.values)) for flag in plan.flags]
+    return lines
 
 
 def render_explain(plan: ServePlan) -> str:

@@ -21,7 +21,7 @@ from pydantic import Field, field_validator
 from .errors import PlanError, from_validation
 from .hardening import WEBUI_CACHE_DIRECTORY as CACHE_DIRECTORY
 from .hardening import WEBUI_STATE_DIRECTORY as STATE_DIRECTORY
-from .models import Strict
+from .models import Strict, planned_flag
 from .release import LockedPackage, Target, parse_lock
 from .resolver import DEFAULT_CACHE, RESOLVE_TIMEOUT_S, _locked, _run, uv_binary
 
@@ -272,7 +272,9 @@ def webui_plan_from(settings: object, host_plan: object, door: object, root: str
     by_name = host_plan.get("instances", {})
     instances = [by_name[name] for name in sorted(by_name) if isinstance(by_name[name], dict)]
     models = [str(served.get("served_name")) for served in instances]
-    tool_calls = bool(instances) and all("--enable-auto-tool-choice" in served.get("argv", []) for served in instances)
+    tool_calls = bool(instances) and all(
+        planned_flag(served, "--enable-auto-tool-choice") is not None for served in instances
+    )
     address = str(door["address"])
     host = _url_host("127.0.0.1" if address in ("0.0.0.0", "::") else address)
     extra = tuple(

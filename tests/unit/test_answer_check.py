@@ -13,7 +13,7 @@ from conftest import load_file, spark
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkfleet.answers import KNOWN_ANSWERS, REASONING_ANSWER_TOKENS, answer_check, serves_pooling
+from sparkfleet.answers import KNOWN_ANSWERS, REASONING_ANSWER_TOKENS, answer_check
 from sparkfleet.catalog import get_profile, load_catalog
 from sparkfleet.models import Intent, KnownAnswer
 from sparkfleet.planner import plan
@@ -34,7 +34,7 @@ def chat_reply(content: str, reasoning: str = "", logprobs: list[float] | None =
 
 def test_every_catalog_plan_asks_the_default_question_through_the_chat_path() -> None:
     for model_id, profile in load_catalog().items():
-        check = answer_check(profile, "m", ["vllm", "serve", model_id])
+        check = answer_check(profile, "m", False)
         assert check.path == "/v1/chat/completions"
         assert check.expect == KNOWN_ANSWERS[0].answer
         assert check.body["messages"] == [{"role": "user", "content": KNOWN_ANSWERS[0].question}]
@@ -52,7 +52,7 @@ def test_the_plan_carries_the_check_and_the_intent_can_give_its_own() -> None:
     asked = plan(spark(), profile, Intent(max_context=8192, concurrency=1, trust_remote_code=True, answer_check=own))
     assert asked.answer_check.expect == "Jupiter" and "intent's own question" in asked.answer_check.reason
     base = KnownAnswer(question="The quick brown fox", answer=None)
-    check = answer_check(profile, "m", ["vllm", "serve", QWEN], base)
+    check = answer_check(profile, "m", False, base)
     assert check.expect is None and "base model" in check.reason
 
 
@@ -60,13 +60,13 @@ def test_template_kwargs_reach_the_server_default_and_the_check_as_clients_send_
     profile = get_profile(QWEN)  # a reasoning model: thinks by default (seed 002 §7.1.1)
     quiet = Intent(max_context=8192, concurrency=1, trust_remote_code=True, chat_template_kwargs={"enable_thinking": False})
     planned = plan(spark(), profile, quiet)
-    flag = planned.argv.index("--default-chat-template-kwargs")
-    assert json.loads(planned.argv[flag + 1]) == {"enable_thinking": False} and " " not in planned.argv[flag + 1]
+    (value,) = planned.flag("--default-chat-template-kwargs") or [""]
+    assert json.loads(value) == {"enable_thinking": False} and " " not in value
     assert planned.answer_check.body["chat_template_kwargs"] == {"enable_thinking": False}
     # Told not to think, it needs no room to think; the default plan carries neither flag nor kwargs.
     assert planned.answer_check.body["max_tokens"] == 16
     default = plan(spark(), profile, Intent(max_context=8192, concurrency=1, trust_remote_code=True))
-    assert "--default-chat-template-kwargs" not in default.argv
+    assert default.flag("--default-chat-template-kwargs") is None
     assert "chat_template_kwargs" not in default.answer_check.body
     assert default.answer_check.body["max_tokens"] == REASONING_ANSWER_TOKENS
     # The profile's own settings, with the intent's over them.
@@ -87,9 +87,7 @@ def test_template_kwargs_that_cannot_be_one_json_word_are_refused(kwargs: dict[s
 
 
 def test_a_pooling_model_is_checked_by_an_embedding() -> None:
-    argv = ["vllm", "serve", "m", "--runner", "pooling"]
-    assert serves_pooling(argv) and not serves_pooling(["vllm", "serve", "m", "--runner", "generate"])
-    check = answer_check(get_profile(QWEN), "emb", argv)
+    check = answer_check(get_profile(QWEN), "emb", True)
     assert (
         check.path == "/v1/embeddings"
         and check.expect is None

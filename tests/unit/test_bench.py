@@ -61,6 +61,15 @@ def test_the_record_says_what_the_numbers_ran_under() -> None:
     assert setup["graph_sizes"] == "vLLM default" and setup["enforce_eager"] is False
 
 
+def test_the_record_reads_the_graph_sizes_and_eager_mode_the_plan_asked_for() -> None:
+    flags = [
+        {"name": "--cudagraph-capture-sizes", "values": ["1", "2", "4"], "reason": "r", "source": "s"},
+        {"name": "--enforce-eager", "values": [], "reason": "r", "source": "s"},
+    ]
+    setup = record({**PLAN, "flags": flags}, RELEASE, JOURNAL)
+    assert setup["graph_sizes"] == "1 2 4" and setup["enforce_eager"] is True
+
+
 @given(st.lists(st.floats(min_value=0.01, max_value=1e6, allow_nan=False), min_size=1, max_size=9))
 def test_the_median_lies_within_the_runs_and_the_spread_is_never_negative(values: list[float]) -> None:
     point = spread(values)

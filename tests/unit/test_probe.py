@@ -213,8 +213,9 @@ def test_another_accounts_half_closed_connection_to_the_store_does_not_count(tmp
 
 def rank_plan(tmp_path: Path) -> str:
     plan = tmp_path / "tiny-tp.plan.json"
-    argv = ["--nnodes", "2", "--node-rank", "1", "--master-addr", "10.89.0.6", "--master-port", "29500", "--headless"]
-    plan.write_text(json.dumps({"argv": argv}))
+    pairs = [("--nnodes", ["2"]), ("--node-rank", ["1"]), ("--master-addr", ["10.89.0.6"]), ("--master-port", ["29500"])]
+    flags = [{"name": name, "values": values, "reason": "r", "source": "s"} for name, values in pairs]
+    plan.write_text(json.dumps({"flags": [*flags, {"name": "--headless", "values": [], "reason": "r", "source": "s"}]}))
     return str(plan)
 
 
@@ -241,7 +242,7 @@ def test_the_group_watchdog_restarts_a_rank_whose_group_is_gone(tmp_path: Path, 
 
 def test_the_group_watchdog_refuses_a_plan_that_is_not_a_rank(tmp_path: Path) -> None:
     plan = tmp_path / "one.plan.json"
-    plan.write_text(json.dumps({"argv": ["--port", "8000"]}))
+    plan.write_text(json.dumps({"flags": [{"name": "--port", "values": ["8000"], "reason": "r", "source": "s"}]}))
     with pytest.raises(SystemExit) as exc:
         probe.rank(SimpleNamespace(unit="u", plan=str(plan), service_user="root"))
     assert exc.value.code == 2

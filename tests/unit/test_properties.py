@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import spark
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 from sparkfleet.catalog import load_catalog
 from sparkfleet.errors import PlanError
 from sparkfleet.memory import GB10_MAX_UTILIZATION
-from sparkfleet.models import GIB, Intent
+from sparkfleet.models import GIB, Intent, ServePlan, command_line
 from sparkfleet.planner import plan
 from sparkfleet.versions import VllmVersion
 
@@ -64,3 +65,24 @@ def test_argv_never_holds_a_secret(model: str, secret: str) -> None:
     assert "--api-key" not in result.argv
     assert secret not in joined
     assert "VLLM_API_KEY" in result.secret_env
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(PROFILES), contexts, concurrency, profiles)
+def test_argv_and_env_are_made_from_the_plans_reasoned_settings(model: str, context: int, seqs: int, profile: str) -> None:
+    try:
+        planned = _plan(model, context, seqs, profile)
+    except PlanError:
+        return
+    assert planned.argv == command_line(planned.model, planned.flags)
+    assert planned.env == {e.name: e.value for e in planned.environment}
+    assert all(f.reason and f.source for f in planned.flags) and all(e.reason and e.source for e in planned.environment)
+    assert planned.runner == ("pooling" if planned.flag("--runner") == ["pooling"] else "generate")
+
+
+def test_a_plan_whose_argv_disagrees_with_its_flags_is_refused() -> None:
+    planned = _plan(PROFILES[0], 8192, 1)
+    data = planned.model_dump(mode="json")
+    data["argv"] = [*data["argv"], "--enforce-eager"]
+    with pytest.raises(ValueError, match="argv is made from the flags"):
+        ServePlan.model_validate(data)

@@ -201,6 +201,10 @@ def test_values_that_bypassed_validation_are_still_one_token_or_refused(
     this["served_name"] = served_name
     this["argv"] = [*this["argv"], "--served-model-name", served_name, "--chat-template", argument]
     this["env"] = {**this["env"], "SPARKFLEET_FUZZ": env_value}
+    this["environment"] = [
+        *this["environment"],
+        {"name": "SPARKFLEET_FUZZ", "value": env_value, "reason": argument, "source": "a test"},
+    ]
     try:
         unit = render(plan, "tiny")
     except RenderRefusedError as exc:

@@ -58,7 +58,7 @@ def test_the_ui_listens_on_loopback_and_reaches_the_models_through_the_door_only
 def test_models_without_a_tool_call_parser_get_no_tool_definitions() -> None:
     hosts = host(*TWO).model_dump(mode="json")
     for served in hosts["instances"].values():
-        served["argv"] = [word for word in served["argv"] if word != "--enable-auto-tool-choice"]
+        served["flags"] = [flag for flag in served["flags"] if flag["name"] != "--enable-auto-tool-choice"]
     result = webui_plan_from(SETTINGS, hosts, DOOR, "/opt/sparkfleet-webui")
     env = {s.name: s.value for s in result.environment}
     assert env["DEFAULT_MODEL_PARAMS"] == '{"function_calling": "legacy"}'

@@ -408,14 +408,16 @@ def closed_by_peer(
     return count
 
 
-def plan_argument(argv: list[str], flag: str) -> str | None:
-    return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
+def plan_argument(plan: dict[str, Any], flag: str) -> str | None:
+    """The first value of one of the plan's flags (sparkfleet.models.planned_flag), or None."""
+    values = next((f.get("values", []) for f in plan.get("flags", []) if f.get("name") == flag), None)
+    return str(values[0]) if values else None
 
 
 def rank(args: argparse.Namespace) -> None:
     with open(args.plan, encoding="utf-8") as handle:
-        argv = json.load(handle)["argv"]
-    master, port = plan_argument(argv, "--master-addr"), plan_argument(argv, "--master-port")
+        plan = json.load(handle)
+    master, port = plan_argument(plan, "--master-addr"), plan_argument(plan, "--master-port")
     if not master or not port:
         print(f"{args.plan} has no --master-addr/--master-port: not a rank of a multi-node instance")
         sys.exit(2)
