@@ -12,6 +12,7 @@ from typing import Any
 
 from sparkfleet.adapters import front_door_plan, host_plan
 from sparkfleet.hardening import check_clients
+from sparkfleet.modelsource import SourceFacts, planner_instances
 from sparkfleet.monitoring import thresholds
 from sparkfleet.recipes import inputs_from
 
@@ -67,6 +68,11 @@ def serve(*items: Any, facts: Any = None) -> Callable[[], Any]:
 
 def door(*items: Any, **settings: Any) -> Callable[[], Any]:
     return lambda: front_door_plan(host_plan(SPARK, list(items), "vllm_serve_instances").model_dump(), settings)
+
+
+def sources(*items: Any, stage: list[dict[str, Any]] | None = None) -> Callable[[], Any]:
+    facts = SourceFacts(stage_entries=stage or [], hf_home="/var/lib/sparkfleet/huggingface", model_store="/m")
+    return lambda: planner_instances(list(items), facts, host="spark01", keyed=set(), link={})
 
 
 def install(**changes: Any) -> Callable[[], Any]:
@@ -151,6 +157,11 @@ CASES = [
     Case("door on an instance's port", door(instance(), port=8000), "front_door_port", "port of instance qwen"),
     Case("a public instance behind the door", door(instance(intent={"host": "0.0.0.0", "allow_unauthenticated_bind": True})), "vllm_serve_instances (qwen).host", "loopback only"),
     Case("two instances with one model name", door(instance(intent={"served_name": "chat"}), instance(name="qwen2", intent={"port": 8001, "served_name": "chat"})), "vllm_serve_instances (qwen2).served_name", "unique"),
+    Case("a model neither staged nor in model_stage_models", sources(instance(model="org/not-here")),
+         "vllm_serve_instances[0].model", "not in model_stage_models"),
+    Case("a drafter neither staged nor in model_stage_models",
+         sources(instance(intent={"speculative": "eagle3", "drafter": "org/eagle"}), stage=[{"id": QWEN}]),
+         "vllm_serve_instances[0].intent.drafter", "loads it offline"),
 ]
 # fmt: on
 
