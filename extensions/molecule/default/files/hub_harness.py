@@ -1,4 +1,4 @@
-"""Serve a sandbox model as a gated hub repository for model_stage's hub path (verify.yml, issue 19).
+"""Serve a sandbox model as a gated hub repository for model_stage's hub path (verify_secrets.yml, issue 19).
 
 The token comes from a 0600 file, never argv. STATE holds what the test steers and reads: `main` (the
 commit the branch points at, re-read while serving, so a test can move the branch), `port` (written

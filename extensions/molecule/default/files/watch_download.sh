@@ -1,5 +1,5 @@
 #!/bin/bash
-# Look at a running download as other users do (verify.yml, issue 19): wait until a process whose command
+# Look at a running download as other users do (verify_secrets.yml, issue 19): wait until a process whose command
 # line matches PATTERN runs in CONTAINER, then record into OUT what is visible of it: the controller's
 # process list, the host's process list as the service USER, every environment an unrelated user
 # (OTHER) can read, the download's own environment (root's view), and whether the service user can read
