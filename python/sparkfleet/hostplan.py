@@ -190,12 +190,9 @@ def _check_names_and_ports(requests: list[InstanceRequest], label: str) -> None:
 
 
 def on_socket(request: InstanceRequest) -> bool:
-    """Behind the door, an instance on one node serves on a Unix socket; ranks of a multi-node one keep TCP.
-
-    An on-demand instance keeps loopback TCP for now: the activator's start through the socket did not pass
-    the fleet scenario yet.
-    """
-    return request.placement is None and request.intent.nodes == 1 and not request.on_demand
+    """Behind the door, an instance on one node serves on a Unix socket (always-on or on demand: the activator
+    starts it and asks it through the socket); ranks of a multi-node one keep TCP."""
+    return request.placement is None and request.intent.nodes == 1
 
 
 def plan_host(

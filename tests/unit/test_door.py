@@ -194,6 +194,26 @@ def test_on_demand_instances_are_routed_through_the_activator_within_the_plans_b
     assert door(plan)["activator"] is None
 
 
+def test_an_on_demand_instance_serves_on_its_socket_like_an_always_on_one() -> None:
+    requests = [
+        InstanceRequest(
+            name=name,
+            profile=get_profile(NANO),
+            model_ref=NANO,
+            intent=Intent(trust_remote_code=True, port=port, max_context=8192, concurrency=1, served_name=name),
+            on_demand=on_demand,
+        )
+        for name, port, on_demand in (("coder", 8000, False), ("chat", 8001, True))
+    ]
+    plan = plan_host(spark(), requests, "vllm_serve_instances", True)
+    assert {name: e.socket for name, e in plan.endpoints.items()} == {
+        "coder": "/run/sparkfleet-vllm-coder/api.sock",
+        "chat": "/run/sparkfleet-vllm-chat/api.sock",
+    }
+    assert "--uds" in plan.instances["chat"].argv and "--port" not in plan.instances["chat"].argv
+    assert door(plan)["activator"]["instances"]["chat"]["socket"] == "/run/sparkfleet-vllm-chat/api.sock"  # type: ignore[index]
+
+
 def test_each_model_takes_bodies_sized_to_its_context_and_nginx_memory_follows() -> None:
     # Nano at 8192 tokens: 8192 x 24 B is under 1 MiB, + 1 MiB of envelope; the UI keeps its own 32 MiB.
     plan = host(("coder", 8000, {"served_name": "coder"}), ("big", 8001, {"served_name": "big", "max_request_mib": 9}))

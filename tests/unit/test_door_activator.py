@@ -159,6 +159,22 @@ def fake_tools(tmp: Path) -> dict[str, str]:
     return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_SYSTEMD": str(tmp), "probe": str(probe)}
 
 
+# RestrictAddressFamilies=AF_UNIX, in Python: a socket of any other family fails as the kernel would fail it.
+UNIX_ONLY = """
+import os, runpy, socket, sys
+_init = socket.socket.__init__
+def _unix_only(self, family=-1, type=-1, proto=-1, fileno=None):
+    if fileno is None and family != socket.AF_UNIX:
+        raise OSError(97, "Address family not supported by protocol")
+    _init(self, family, type, proto, fileno)
+socket.socket.__init__ = _unix_only
+os.dup2(int(sys.argv[1]), 3)
+os.environ["LISTEN_PID"] = str(os.getpid())
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
 def test_the_script_answers_nginx_over_its_activated_socket(tmp_path: Path) -> None:
     tools = fake_tools(tmp_path)
     (tmp_path / "table.json").write_text(json.dumps(table()))
@@ -169,14 +185,21 @@ def test_the_script_answers_nginx_over_its_activated_socket(tmp_path: Path) -> N
     script = ROOT / "roles/front_door/files/sparkfleet_door_activator.py"
     argv = [sys.executable, str(script), str(tmp_path / "table.json"), "--config-dir", str(tmp_path)]
     argv += ["--probe", tools["probe"]]
-    # As systemd does: the socket is fd 3, LISTEN_FDS counts it and LISTEN_PID names the process it is for.
+    # As systemd does: the socket is fd 3, LISTEN_FDS counts it and LISTEN_PID names the process it is for;
+    # and as its unit does when every instance is on a socket, no socket family but AF_UNIX may be opened.
     dup = os.dup(listener.fileno())
-    as_systemd = f"import os, sys; os.dup2({dup}, 3); os.environ['LISTEN_PID'] = str(os.getpid()); "
-    as_systemd += "os.execv(sys.executable, sys.argv[1:])"
+    shim = tmp_path / "as_systemd.py"
+    shim.write_text(UNIX_ONLY)
     env = {"PATH": tools["PATH"], "FAKE_SYSTEMD": tools["FAKE_SYSTEMD"], "LISTEN_FDS": "1"}
     log = (tmp_path / "activator.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-c", as_systemd, *argv], env=env, pass_fds=(dup,), stdout=log, stderr=log)
+    proc = subprocess.Popen(
+        [sys.executable, str(shim), str(dup), *argv[1:]], env=env, pass_fds=(dup,), stdout=log, stderr=log
+    )
     try:
+        deadline = time.monotonic() + 20
+        while "switching" not in (tmp_path / "activator.log").read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "activator.log").read_text()
+            time.sleep(0.05)
         replies = {}
         for target in ("/ensure/chat", "/ensure/nope", "/ensure/../etc"):
             conn = UnixConnection(path)

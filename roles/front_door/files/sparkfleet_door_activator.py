@@ -234,6 +234,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
+    # Its socket comes from systemd (a Unix socket): the placeholder the constructor makes must be one too, since
+    # the unit may open no other family (RestrictAddressFamilies=AF_UNIX when every instance is on a socket).
+    address_family = socket.AF_UNIX
 
 
 def listener() -> socket.socket:
@@ -252,6 +255,7 @@ def main() -> None:
     with open(args.table, encoding="utf-8") as handle:
         Handler.board = Switchboard(json.load(handle), args.config_dir, args.probe)
     server = Server(("", 0), Handler, bind_and_activate=False)
+    server.socket.close()
     server.socket = listener()
     threading.Thread(target=Handler.board.watch_idle, daemon=True).start()
     log(f"switching {', '.join(Handler.board.instances)} (budget {Handler.board.budget:.1f} GiB)")
