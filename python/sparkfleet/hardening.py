@@ -66,6 +66,7 @@ def _common() -> list[Directive]:
         _d("ProtectSystem", "strict", "the whole file system is read-only but for ReadWritePaths"),
         _d("ProtectHome", "yes", "no access to users' home directories"),
         _d("PrivateTmp", "yes", "its own /tmp, invisible to other services"),
+        _d("PrivateMounts", "yes", "its own mount namespace, no mount it makes reaches the host (ProtectSystem implies it)"),
         _d("ProtectKernelTunables", "yes", "/proc/sys and /sys are read-only"),
         _d("ProtectKernelModules", "yes", "cannot load kernel modules"),
         _d("ProtectKernelLogs", "yes", "cannot read the kernel log"),
