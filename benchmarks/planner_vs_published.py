@@ -1,14 +1,20 @@
-"""Predicted vs published DGX Spark start-up figures (sparkfleet.published). Prints each with its error.
+"""Predicted vs published DGX Spark start-up figures (tests/unit/published_figures.py). Prints each with its error.
 
 Run: uv run python benchmarks/planner_vs_published.py
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
+
+from published_figures import CASES
+
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import PlanError
 from sparkfleet.planner import plan
-from sparkfleet.published import CASES
 
 
 def main() -> None:

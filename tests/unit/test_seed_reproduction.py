@@ -1,14 +1,14 @@
-"""The planner reproduces every published Spark start-up figure in sparkfleet.published within 10 %."""
+"""The planner reproduces every published Spark start-up figure in tests/unit/published_figures.py within 10 %."""
 
 from __future__ import annotations
 
 import pytest
+from published_figures import CASES, PublishedCase
 
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import InfeasibleError
 from sparkfleet.models import ServePlan
 from sparkfleet.planner import plan
-from sparkfleet.published import CASES, PublishedCase
 
 TOLERANCE = 0.10
 

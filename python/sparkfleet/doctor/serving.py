@@ -1,242 +1,26 @@
-"""Judge what the doctor playbook observed on a host: green, yellow or red, each with the reason.
-
-The playbook only reads (facts, sysctl, units, journal, a readiness probe); every judgement lives
-here so it is tested without a host. The plan against reality compares what vLLM reported at its
-last start (KV cache tokens and memory, weights) with what the applied plan predicted.
-"""
+"""Judging what is served: the instances against their plans, the release, the services and the links."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from enum import Enum
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from . import logsigns
-from .cluster import Interconnect, package_differences
-from .link import LinkFacts, LinkMeasurement, expected_gbps, judge_measurement, link_report
-from .models import GIB
-from .monitoring import thresholds
-from .release import FLASHINFER_CUDA13_INDEX, cubins, prebuilt_kernels
-from .sources import SEED_NANO, SEED_SM121
-
-KV_TOLERANCE = 0.10  # beyond this the plan and vLLM disagree enough to look at
-
-
-class Status(str, Enum):
-    GREEN = "green"
-    YELLOW = "yellow"
-    RED = "red"
-
-
-class Finding(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    area: str
-    check: str
-    status: Status
-    detail: str
-
-
-class Loose(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class Policy(Loose):
-    driver_branches: list[str] = ["580"]
-    driver_override: bool = False
-    cuda_major: int = 13
-    headless: bool = True
-    sysctl: dict[str, str] = Field(default_factory=dict)
-    sysctl_apply: bool = True
-    sysctl_file: str = "/etc/sysctl.d/90-sparkfleet.conf"
-
-
-class HostObservation(Loose):
-    facts: dict[str, Any]
-    policy: Policy
-    sysctl: dict[str, str] = Field(default_factory=dict)
-    sysctl_file: str | None = None
-    default_target: str = ""
-    meminfo: str = ""
-    kernel_log: str = ""  # this boot's NVRM Xid lines (journalctl -k)
-
-    @property
-    def page_cache_bytes(self) -> int:
-        found = re.search(r"^Cached:\s+(\d+) kB", self.meminfo, re.M)
-        return int(found.group(1)) * 1024 if found else 0
-
-
-class InstanceObservation(Loose):
-    name: str
-    unit: dict[str, str] = Field(default_factory=dict)
-    ready: dict[str, Any] = Field(default_factory=dict)
-    applied_plan: dict[str, Any] | None = None
-    wanted_plan: dict[str, Any] | None = None
-    model: dict[str, Any] = Field(default_factory=dict)
-    journal: str = ""
-    # Switched by the front door: stopped is its normal state between uses.
-    on_demand: bool = False
-    # The model directory's read of its largest weight file (roles/vllm_serve/files/read_speed.py).
-    read_speed: dict[str, Any] = Field(default_factory=dict)
-    start_timeout_s: int | None = None
-
-
-class ServeObservation(Loose):
-    release: dict[str, Any] | None = None
-    host_plan: dict[str, Any] | None = None
-    plan_error: str | None = None
-    instances: list[InstanceObservation] = Field(default_factory=list)
-
-
-class LinkObservation(Loose):
-    """A cluster member's link (ray_cluster's doctor): what the preflight judges, and the bandwidth measured
-    from the head to every other member."""
-
-    interface: str
-    hcas: list[str] = Field(default_factory=list)
-    accept_sockets: bool = False
-    platform: str = "cpu"
-    facts: LinkFacts = Field(default_factory=LinkFacts)
-    measurements: list[LinkMeasurement] = Field(default_factory=list)
-    # The doctor tasks' loop results as Ansible registers them: item [peer, device index], stdout, rc.
-    tool: Literal["ib_write_bw", "iperf3"] = "iperf3"
-    devices: list[str] = Field(default_factory=list)
-    runs: list[dict[str, Any]] = Field(default_factory=list)
-
-    def measured(self) -> list[LinkMeasurement]:
-        out = list(self.measurements)
-        for run in self.runs:
-            peer, index = run["item"]
-            output = run.get("stdout") or run.get("stderr") or run.get("msg") or ""
-            out.append(
-                LinkMeasurement(peer=peer, device=self.devices[index], tool=self.tool, output=output, rc=run.get("rc", 1))
-            )
-        return out
-
-
-class Observations(Loose):
-    host: HostObservation | None = None
-    serve: ServeObservation | None = None
-    link: LinkObservation | None = None
-    services: dict[str, dict[str, str]] = Field(default_factory=dict)
-    alerts: dict[str, Any] = Field(default_factory=dict)
-
-
-def _gib(value: float) -> str:
-    return f"{value / GIB:.1f} GiB"
-
-
-# --------------------------------------------------------------------------- host
-
-
-def host_findings(host: HostObservation) -> list[Finding]:
-    facts, policy = host.facts, host.policy
-    out: list[Finding] = []
-    platform = facts.get("platform", "?")
-    if platform == "gb10":
-        driver = str(facts.get("driver_version") or "")
-        branch_ok = driver.split(".", maxsplit=1)[0] in policy.driver_branches
-        if branch_ok:
-            out.append(Finding(area="host", check="driver", status=Status.GREEN, detail=f"{driver} (GB10)"))
-        else:
-            why = f"590.x has a CUDAGraph deadlock on GB10 ({SEED_SM121})" if driver.startswith("590") else "untested"
-            status = Status.YELLOW if policy.driver_override else Status.RED
-            accepted = ", ".join(f"{b}.x" for b in policy.driver_branches)
-            out.append(
-                Finding(
-                    area="host",
-                    check="driver",
-                    status=status,
-                    detail=f"{driver or 'none'}: not {accepted}; {why}"
-                    + ("; accepted by host_prep_driver_override" if policy.driver_override else ""),
-                )
-            )
-        cuda = str(facts.get("cuda_version") or "")
-        ptxas = facts.get("ptxas_path")
-        cuda_ok = cuda.split(".", maxsplit=1)[0] == str(policy.cuda_major) and bool(ptxas)
-        out.append(
-            Finding(
-                area="host",
-                check="cuda",
-                status=Status.GREEN if cuda_ok else Status.RED,
-                detail=f"CUDA {cuda or 'missing'}, ptxas {ptxas or 'missing'}"
-                + ("" if cuda_ok else f"; sm_121 needs CUDA {policy.cuda_major}'s ptxas ({SEED_SM121})"),
-            )
-        )
-    elif platform == "cpu":
-        out.append(Finding(area="host", check="platform", status=Status.GREEN, detail="cpu (no GPU checks)"))
-    else:
-        out.append(Finding(area="host", check="platform", status=Status.RED, detail=f"{platform}: not a GB10 or cpu host"))
-
-    total, available = int(facts.get("mem_total_bytes") or 0), int(facts.get("mem_available_bytes") or 0)
-    out.append(
-        Finding(
-            area="host",
-            check="memory",
-            status=Status.GREEN,
-            detail=f"MemAvailable {_gib(available)} of {_gib(total)}; page cache {_gib(host.page_cache_bytes)}",
-        )
-    )
-    if policy.headless:
-        target_ok = host.default_target == "multi-user.target"
-        out.append(
-            Finding(
-                area="host",
-                check="default target",
-                status=Status.GREEN if target_ok else Status.YELLOW,
-                detail=host.default_target
-                + ("" if target_ok else f"; host_prep sets multi-user.target (a desktop costs 2-3 GB, {SEED_NANO})"),
-            )
-        )
-    out += sysctl_findings(host)
-    out += log_findings("host", host.kernel_log, {})
-    return out
-
-
-def _sysctl_file_values(text: str) -> dict[str, str]:
-    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line and not line.lstrip().startswith(("#", ";")))
-    return {key.strip(): value.strip() for key, value in pairs}
-
-
-def sysctl_findings(host: HostObservation) -> list[Finding]:
-    """The persisted file must hold what host_prep sets; the live kernel must too, where host_prep applies it."""
-    policy = host.policy
-    wanted = {key: str(value) for key, value in policy.sysctl.items()}
-    out: list[Finding] = []
-    if host.sysctl_file is None:
-        out.append(Finding(area="host", check="sysctl file", status=Status.RED, detail=f"{policy.sysctl_file} is missing"))
-    else:
-        written = _sysctl_file_values(host.sysctl_file)
-        drifted = [
-            f"{k} = {written.get(k, 'missing')} (host_prep sets {v})" for k, v in wanted.items() if written.get(k) != v
-        ]
-        out.append(
-            Finding(
-                area="host",
-                check="sysctl file",
-                status=Status.RED if drifted else Status.GREEN,
-                detail=f"{policy.sysctl_file}: " + ("; ".join(drifted) if drifted else "as host_prep writes it"),
-            )
-        )
-    live = [
-        f"{k} is {host.sysctl.get(k, 'unreadable')} (host_prep sets {v})"
-        for k, v in wanted.items()
-        if host.sysctl.get(k) != v
-    ]
-    if not live:
-        detail, status = ", ".join(f"{k}={v}" for k, v in wanted.items()), Status.GREEN
-    elif policy.sysctl_apply:
-        detail, status = "; ".join(live), Status.RED
-    else:
-        detail, status = "; ".join(live) + " - not applied here (host_prep_sysctl_apply: false)", Status.YELLOW
-    out.append(Finding(area="host", check="sysctl live", status=status, detail=detail))
-    return out
-
-
-# --------------------------------------------------------------------------- serving
+from .. import logsigns
+from ..cluster import Interconnect, package_differences
+from ..link import expected_gbps, judge_measurement, link_report
+from ..models import GIB
+from ..release import FLASHINFER_CUDA13_INDEX, cubins, prebuilt_kernels
+from .observations import (
+    KV_TOLERANCE,
+    Finding,
+    HostObservation,
+    InstanceObservation,
+    LinkObservation,
+    ServeObservation,
+    Status,
+    gib_text,
+)
 
 _KV_TOKENS = re.compile(r"(?:GPU|CPU|XPU|TPU)?\s*KV cache size: ([\d,]+) tokens")
 _KV_MEMORY = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
@@ -399,7 +183,7 @@ def storage_finding(area: str, obs: InstanceObservation) -> Finding | None:
     seconds = weights / rate * factor
     detail = (
         f"{float(read['mb_s']):.0f} MB/s ({read.get('method')} read of {int(read.get('bytes', 0)) / 1e6:.0f} MB): "
-        f"the {_gib(weights)} of weights load in ~{seconds / 60:.1f} min with {strategy}"
+        f"the {gib_text(weights)} of weights load in ~{seconds / 60:.1f} min with {strategy}"
         + (f" (about {factor:g} x a sequential read, seed 000 §5)" if factor != 1.0 else "")
     )
     if obs.start_timeout_s and seconds > obs.start_timeout_s / 2:
@@ -488,7 +272,7 @@ def serve_findings(serve: ServeObservation, host: HostObservation | None, floor_
                 area="host",
                 check="headroom",
                 status=Status.GREEN if available >= floor else Status.RED,
-                detail=f"MemAvailable {_gib(available)} vs the plan's floor {_gib(floor)}"
+                detail=f"MemAvailable {gib_text(available)} vs the plan's floor {gib_text(floor)}"
                 + (f" (planned footprint {serve.host_plan.get('footprint_gib', 0):.1f} GiB)"),
             )
         )
@@ -524,26 +308,3 @@ def link_findings(host: str, obs: LinkObservation) -> list[Finding]:
             Finding(area="link", check=f"bandwidth to {m.peer} over {m.device}", status=Status(status), detail=detail)
         )
     return out
-
-
-def diagnose(raw: Any, host: str = "") -> list[Finding]:
-    obs = Observations.model_validate(raw)
-    findings: list[Finding] = []
-    if obs.host is not None:
-        findings += host_findings(obs.host)
-    if obs.serve is not None:
-        findings += serve_findings(obs.serve, obs.host, thresholds(obs.alerts).memory_floor_fraction)
-    if obs.link is not None:
-        findings += link_findings(host or "this host", obs.link)
-    findings += service_findings(obs.services)
-    return findings
-
-
-def render(host: str, findings: list[Finding]) -> str:
-    marks = {Status.GREEN: "ok  ", Status.YELLOW: "warn", Status.RED: "RED "}
-    width = max((len(f"{f.area}: {f.check}") for f in findings), default=10)
-    lines = [f"sparkfleet doctor: {host}"]
-    lines += [f"  {marks[f.status]}  {f'{f.area}: {f.check}':<{width}}  {f.detail}" for f in findings]
-    reds = sum(f.status is Status.RED for f in findings)
-    lines.append(f"  {reds} red, {sum(f.status is Status.YELLOW for f in findings)} yellow, {len(findings)} checks")
-    return "\n".join(lines)

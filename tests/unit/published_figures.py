@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .models import GIB, HostFacts, Intent
-from .sources import SEED_GUIDE, SEED_MISTRAL, SEED_NANO
+from sparkfleet.models import GIB, HostFacts, Intent
+from sparkfleet.sources import SEED_GUIDE, SEED_MISTRAL, SEED_NANO
 
 NANO = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"
 # The runtime and activation constants of memory.py were fitted to seed 003's whole table, so its rows are

@@ -1,0 +1,206 @@
+"""What the user asks for: the intent of one served instance."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from enum import Enum
+from typing import Annotated
+
+from pydantic import Field, field_validator
+
+from .base import WILDCARDS, Strict
+from .profile import _ONE_LINE, TemplateKwargs, check_template_kwargs
+
+
+class ServeProfile(str, Enum):
+    INTERACTIVE = "interactive"
+    THROUGHPUT = "throughput"
+    MEMORY_SAVER = "memory-saver"
+
+
+class SpeculativeMethod(str, Enum):
+    NONE = "none"
+    NGRAM = "ngram"
+    SUFFIX = "suffix"
+    MTP = "mtp"
+    DFLASH = "dflash"
+    # Separate drafter checkpoints; both are in vLLM's SpeculativeMethod from 0.17.0 (SUPPORTED_MIN) on,
+    # read in the 0.17.0 and 0.32.0 wheels' config/speculative.py.
+    EAGLE3 = "eagle3"
+    DRAFT_MODEL = "draft_model"
+
+    @property
+    def takes_drafter(self) -> bool:
+        """A method whose draft can come from a separate checkpoint (intent.drafter)."""
+        return self in {
+            SpeculativeMethod.MTP,
+            SpeculativeMethod.DFLASH,
+            SpeculativeMethod.EAGLE3,
+            SpeculativeMethod.DRAFT_MODEL,
+        }
+
+    @property
+    def needs_drafter(self) -> bool:
+        """A method that has no draft without a separate checkpoint."""
+        return self in {SpeculativeMethod.EAGLE3, SpeculativeMethod.DRAFT_MODEL}
+
+
+class KnownAnswer(Strict):
+    """A question whose answer a correct server gives; answer None for a base model (detectors only)."""
+
+    question: Annotated[str, Field(min_length=1, max_length=500)]
+    answer: Annotated[str, Field(min_length=1, max_length=100)] | None
+
+    @field_validator("question", "answer")
+    @classmethod
+    def _one_line(cls, value: str | None) -> str | None:
+        if value is not None and (not _ONE_LINE.fullmatch(value) or not value.strip()):
+            raise ValueError("one line of printable text, no control characters")
+        return value
+
+
+class LoadStrategy(str, Enum):
+    """How vLLM reads the checkpoint (sparkfleet.loading): auto picks by platform, filesystem and room."""
+
+    AUTO = "auto"
+    MMAP = "mmap"
+    EAGER = "eager"
+    PREFETCH = "prefetch"
+    FASTSAFETENSORS = "fastsafetensors"
+    INSTANTTENSOR = "instanttensor"
+
+
+class ClusterBackend(str, Enum):
+    """How the ranks of a multi-node instance find each other: vLLM's own launch (one unit per node, the mp
+    executor) or a Ray cluster; auto takes native where the release has it."""
+
+    AUTO = "auto"
+    NATIVE = "native"
+    RAY = "ray"
+
+
+class NodePlacement(Strict):
+    """Where one rank of a native multi-node instance runs: its node rank, the head's link address (rank 0
+    serves the API there) and this node's own link address. The roles read both from ray_cluster_interface."""
+
+    rank: Annotated[int, Field(ge=0, le=63)]
+    master_addr: str
+    host_ip: str
+
+    @field_validator("master_addr", "host_ip")
+    @classmethod
+    def _ipv4(cls, value: str) -> str:
+        try:
+            ipaddress.IPv4Address(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an IPv4 address (the cluster link's, ray_cluster_interface)") from None
+        return value
+
+
+class KvDtype(str, Enum):
+    AUTO = "auto"
+    FP8 = "fp8"
+    BF16 = "bf16"
+
+
+_SERVED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$")
+# A drafter is a hub id (ORG/NAME[@REVISION]) or an absolute directory: it reaches the unit's ExecStart
+# and comments, so nothing that could end a line, start an option or climb out of a path.
+_DRAFTER_HUB = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}(@[\w./-]{1,255})?", re.ASCII)
+_COMMIT = re.compile(r"[0-9a-f]{40}", re.ASCII)
+# A Unix socket under /run (AF_UNIX paths are at most 107 bytes).
+_SOCKET_PATH = r"^/run/[a-z0-9][a-z0-9.-]{0,62}/[a-z0-9][a-z0-9.-]{0,30}\.sock$"
+_DRAFTER_DIR = re.compile(r"(/[A-Za-z0-9_][A-Za-z0-9._@+-]{0,254}){1,32}", re.ASCII)
+
+
+class Intent(Strict):
+    max_context: Annotated[int, Field(ge=256)] | None = None
+    concurrency: Annotated[int, Field(ge=1, le=1024)] = 4
+    profile: ServeProfile = ServeProfile.INTERACTIVE
+    kv_cache_dtype: KvDtype = KvDtype.AUTO
+    speculative: SpeculativeMethod = SpeculativeMethod.NONE
+    load: LoadStrategy = LoadStrategy.AUTO
+    num_speculative_tokens: Annotated[int, Field(ge=1, le=32)] | None = None
+    # A separate draft checkpoint (hub id or local directory) for mtp, dflash, eagle3 or draft_model.
+    drafter: str | None = None
+    # Its weights' size, for a drafter known only by its size (else read from its safetensors).
+    drafter_weights_gib: Annotated[float, Field(gt=0)] | None = None
+    served_name: str | None = None
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=1, le=65535)] = 8000
+    # Set by the host plan, never by a user: behind the front door a single-node instance serves on this
+    # Unix socket (vLLM's --uds) instead of host:port, in a network namespace of its own.
+    socket: Annotated[str, Field(pattern=_SOCKET_PATH)] | None = None
+    api_key: bool = False
+    allow_unauthenticated_bind: bool = False
+    tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
+    pipeline_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
+    nodes: Annotated[int, Field(ge=1, le=64)] = 1
+    cluster_backend: ClusterBackend = ClusterBackend.AUTO
+    # The head's torch.distributed rendezvous port of a native multi-node instance (--master-port).
+    cluster_port: Annotated[int, Field(ge=1024, le=65535)] = 29500
+    allow_yarn: bool = False
+    allow_long_context: bool = False
+    # Run the code a model repository ships, where the target vLLM needs it: true, or the commit whose code was read.
+    trust_remote_code: bool | str = False
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
+    max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = None
+    # The largest request body the front door forwards to this instance (MiB); null sizes it to the context.
+    max_request_mib: Annotated[int, Field(ge=1, le=1024)] | None = None
+    # The question this instance is ready by, when the default (sparkfleet.answers) does not fit it.
+    answer_check: KnownAnswer | None = None
+    # Server-wide chat template settings (e.g. {enable_thinking: false}), over the profile's own.
+    chat_template_kwargs: TemplateKwargs | None = None
+    host_reserve_gib: Annotated[float, Field(ge=0)] | None = None
+
+    @field_validator("trust_remote_code")
+    @classmethod
+    def _consent_shape(cls, value: bool | str) -> bool | str:
+        if isinstance(value, str) and not _COMMIT.fullmatch(value):
+            raise ValueError("trust_remote_code: true, false, or the commit (40 hexadecimal digits) whose code you read")
+        return value
+
+    @field_validator("drafter")
+    @classmethod
+    def _drafter_shape(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        climbs = any(part in (".", "..") for part in value.split("/"))
+        if climbs or not (_DRAFTER_HUB.fullmatch(value) or _DRAFTER_DIR.fullmatch(value)):
+            raise ValueError(
+                "drafter: a hub id ORG/NAME[@REVISION] or an absolute directory (letters, digits and ._@+-, "
+                "no '..'), nothing else"
+            )
+        return value
+
+    @field_validator("chat_template_kwargs")
+    @classmethod
+    def _template_kwargs(cls, value: dict[str, object] | None) -> dict[str, object] | None:
+        return check_template_kwargs(value)
+
+    @field_validator("served_name")
+    @classmethod
+    def _served_name_shape(cls, value: str | None) -> str | None:
+        if value is not None and not _SERVED_NAME.fullmatch(value):
+            raise ValueError("served_name: letters, digits and ._/:- only, at most 128 characters")
+        return value
+
+    @field_validator("host")
+    @classmethod
+    def _host_is_an_address(cls, value: str) -> str:
+        if value == "localhost" or value in WILDCARDS:
+            return value
+        try:
+            ipaddress.ip_address(value)
+        except ValueError as exc:
+            raise ValueError(f"host: {value!r} is not an IP address (use 127.0.0.1 or 0.0.0.0)") from exc
+        return value
+
+    @property
+    def binds_loopback_only(self) -> bool:
+        if self.socket is not None or self.host == "localhost":
+            return True
+        if self.host in WILDCARDS:
+            return False
+        return ipaddress.ip_address(self.host).is_loopback

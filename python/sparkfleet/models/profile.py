@@ -1,0 +1,237 @@
+"""What the planner reads of a model: its catalog profile."""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from pathlib import PurePosixPath
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ..versions import VllmVersion
+from .base import Strict
+from .host import known_capabilities
+
+
+class CheckpointFormat(str, Enum):
+    MODELOPT_NVFP4 = "modelopt-nvfp4"
+    CT_NVFP4 = "compressed-tensors-nvfp4"
+    FP8 = "fp8"
+    MXFP4 = "mxfp4"
+    AWQ_INT4 = "awq-int4"
+    GPTQ_INT4 = "gptq-int4"
+    BF16 = "bf16"
+
+    @property
+    def is_fp4(self) -> bool:
+        return self in {CheckpointFormat.MODELOPT_NVFP4, CheckpointFormat.CT_NVFP4, CheckpointFormat.MXFP4}
+
+
+class AttentionShape(Strict):
+    """KV heads and head size of one kind of attention layer."""
+
+    kv_heads: Annotated[int, Field(gt=0)]
+    head_dim: Annotated[int, Field(gt=0)]
+
+
+class MlaShape(Strict):
+    kv_lora_rank: Annotated[int, Field(gt=0)]
+    qk_rope_head_dim: Annotated[int, Field(gt=0)]
+
+
+class StateLayerKind(str, Enum):
+    MAMBA2 = "mamba2"
+    GATED_DELTANET = "gated-deltanet"
+
+
+class StateLayers(Strict):
+    """Layers whose cache is a per-sequence state, constant in sequence length (vllm-semantics §2.5)."""
+
+    kind: StateLayerKind
+    count: Annotated[int, Field(gt=0)]
+    conv_dim: Annotated[int, Field(gt=0)]
+    conv_kernel: Annotated[int, Field(gt=1)]
+    state_shape: tuple[int, int, int]
+    state_dtype_bytes: Literal[2, 4] = 4
+    conv_dtype_bytes: Literal[2, 4] = 2
+
+
+class SpeculativeSupport(Strict):
+    mtp: bool = False
+    mtp_layers: int = 0
+    mtp_default_tokens: int = 3
+    # A draft shipped inside the model's own directory (such as 'assistant'): vLLM is given its absolute path.
+    mtp_draft_subdir: str | None = None
+    mtp_draft_weights_gib: Annotated[float, Field(ge=0)] = 0.0
+    mtp_requires_fp8_kv: bool = False
+    dflash_drafter: str | None = None
+    dflash_drafter_weights_gib: float = 0.0
+    dflash_default_tokens: int = 15
+
+    @field_validator("mtp_draft_subdir")
+    @classmethod
+    def _inside_the_model(cls, value: str | None) -> str | None:
+        path = PurePosixPath(value or ".")
+        if value is not None and (path.is_absolute() or ".." in path.parts or not path.parts):
+            raise ValueError(f"mtp_draft_subdir {value!r}: a directory inside the model's own, such as 'assistant'")
+        return value
+
+
+class Patch(Strict):
+    name: str
+    description: str
+    target: str
+    source: str
+
+
+class ProfileEnv(Strict):
+    name: str
+    value: str
+    reason: str
+    source: str
+
+
+class ProfileArg(Strict):
+    flag: str
+    value: str | None = None
+    reason: str
+    source: str
+
+
+# One line of printable text: it travels in a JSON request body, never to a shell or a unit file.
+_ONE_LINE = re.compile(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+# Keyword arguments for the model's chat template (chat_template_kwargs), such as enable_thinking: names
+# the template reads, one-line scalar values; they reach a JSON argv word and every request's body.
+_TEMPLATE_KWARG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_NOT_TEMPLATE_KWARGS = frozenset({"chat_template", "tokenize"})
+TemplateKwargs = Annotated[dict[str, bool | int | float | str], Field(max_length=16)]
+
+
+def check_template_kwargs(value: dict[str, object] | None) -> dict[str, object] | None:
+    for name, item in (value or {}).items():
+        if not _TEMPLATE_KWARG.fullmatch(name):
+            raise ValueError(f"chat_template_kwargs: {name!r} is not a template variable name (letters, digits, _)")
+        if name in _NOT_TEMPLATE_KWARGS:
+            # vLLM answers every request that carries one of these with an error (renderers/hf.py, 0.32).
+            raise ValueError(f"chat_template_kwargs: {name!r} is not a template setting: vLLM refuses it in every request")
+        if isinstance(item, str) and (len(item) > 256 or (item and not _ONE_LINE.fullmatch(item))):
+            raise ValueError(f"chat_template_kwargs.{name}: one line of printable text, at most 256 characters")
+    return value
+
+
+class ModelProfile(Strict):
+    id: str
+    description: str = ""
+    architecture: str
+    weights_gib: Annotated[float, Field(gt=0)]
+    # The largest safetensors file, when the staged files were read (what eager loading holds at once).
+    largest_shard_gib: Annotated[float, Field(gt=0)] | None = None
+    hidden_size: Annotated[int, Field(gt=0)]
+    vocab_size: Annotated[int, Field(gt=0)]
+    num_layers: Annotated[int, Field(gt=0)]
+    full_attention_layers: Annotated[int, Field(ge=0)]
+    sliding_attention_layers: Annotated[int, Field(ge=0)] = 0
+    sliding_window: Annotated[int, Field(gt=0)] | None = None
+    kv_heads: Annotated[int, Field(gt=0)]
+    head_dim: Annotated[int, Field(gt=0)]
+    # Full-attention layers with a shape of their own (Gemma-4's global layers); else kv_heads x head_dim.
+    full_attention_shape: AttentionShape | None = None
+    mla: MlaShape | None = None
+    state_layers: StateLayers | None = None
+    # What vLLM serves by default (sparkfleet.contextlimit: its own derivation from config.json).
+    native_max_context: Annotated[int, Field(gt=0)]
+    # A longer max_model_len vLLM accepts with no env (the config's own model_max_length), when there is one.
+    config_max_length: Annotated[int, Field(gt=0)] | None = None
+    checkpoint_format: CheckpointFormat
+    dtype: Literal["bfloat16", "float16"] = "bfloat16"
+    moe: bool = False
+    multimodal: bool = False
+    reasoning_parser: str | None = None
+    # What the model card tells clients to send (e.g. a model that must think to answer well); intent overrides.
+    chat_template_kwargs: TemplateKwargs = Field(default_factory=dict)
+
+    @field_validator("chat_template_kwargs")
+    @classmethod
+    def _profile_template_kwargs(cls, value: dict[str, object]) -> dict[str, object]:
+        return check_template_kwargs(value) or {}
+
+    reasoning_parser_plugin: str | None = None
+    tool_call_parser: str | None = None
+    # config.json's model_type: with the target vLLM's registry it decides whether the repository's code is needed.
+    model_type: str | None = None
+    # config.json's auto_map names the repository's own classes (sparkfleet.remotecode decides if vLLM runs them).
+    config_auto_map: bool = False
+    # tokenizer_config.json's auto_map names the repository's own tokenizer classes.
+    tokenizer_auto_map: bool = False
+    # The code files the auto_maps name (what --trust-remote-code would run), when read.
+    remote_code_files: tuple[str, ...] = ()
+    force_attention_backend: bool = True
+    kv_fp8_supported: bool = True
+    kv_fp8_recommended: bool = False
+    yarn_hf_overrides: str | None = None
+    # How far the publisher supports the model past native_max_context (config max_position_embeddings)
+    # with no rope override: vLLM only needs VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to accept it.
+    long_context_max: Annotated[int, Field(gt=0)] | None = None
+    tensor_parallel_max: int | None = None
+    speculative: SpeculativeSupport = SpeculativeSupport()
+    min_vllm: str = "0.17.0"
+    # When min_vllm stands only for capabilities (DFlash arrived in 0.21): a fork release below it
+    # that declares them all can serve the model.
+    min_vllm_capabilities: tuple[str, ...] = ()
+    env: tuple[ProfileEnv, ...] = ()
+    extra_args: tuple[ProfileArg, ...] = ()
+    patches: tuple[Patch, ...] = ()
+    quirks: tuple[str, ...] = ()
+    extra_overhead_gib: Annotated[float, Field(ge=0)] = 0.0
+    sources: dict[str, str]
+
+    @model_validator(mode="after")
+    def _every_number_has_a_source(self) -> ModelProfile:
+        needed = {"weights_gib", "num_layers", "kv_heads", "head_dim", "native_max_context", "hidden_size"}
+        if self.mla:
+            needed.add("mla")
+        if self.full_attention_shape:
+            needed.add("full_attention_shape")
+        if self.state_layers:
+            needed.add("state_layers")
+        if self.sliding_window:
+            needed.add("sliding_window")
+        if self.extra_overhead_gib:
+            needed.add("extra_overhead_gib")
+        if self.long_context_max:
+            needed.add("long_context_max")
+        missing = sorted(needed - self.sources.keys())
+        if missing:
+            raise ValueError(f"profile {self.id}: no source for {', '.join(missing)}")
+        attention = self.full_attention_layers + self.sliding_attention_layers
+        if attention == 0:
+            raise ValueError(f"profile {self.id}: a model needs at least one attention layer")
+        if self.sliding_attention_layers and not self.sliding_window:
+            raise ValueError(f"profile {self.id}: sliding layers need sliding_window")
+        if self.long_context_max is not None and self.long_context_max <= self.native_max_context:
+            raise ValueError(
+                f"profile {self.id}: long_context_max {self.long_context_max} must exceed native_max_context "
+                f"{self.native_max_context}"
+            )
+        return self
+
+    @field_validator("min_vllm")
+    @classmethod
+    def _min_vllm_is_a_version(cls, value: str) -> str:
+        VllmVersion.parse(value)
+        return value
+
+    @field_validator("min_vllm_capabilities")
+    @classmethod
+    def _known_min_capabilities(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return known_capabilities(value)
+
+    @property
+    def min_version(self) -> VllmVersion:
+        return VllmVersion.parse(self.min_vllm)
+
+    @property
+    def attention_layers(self) -> int:
+        return self.full_attention_layers + self.sliding_attention_layers
