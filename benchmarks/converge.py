@@ -101,17 +101,32 @@ def start_to_ready() -> dict[str, float]:
     return result
 
 
-def noop_cost(hosts: Path) -> tuple[float, int, int, int]:
+def per_role(verbose: str) -> dict[str, tuple[int, int]]:
+    """Tasks and module calls of each role (or of the play itself) in a -vvv run's output."""
+    counts: dict[str, list[int]] = {}
+    for chunk in TASK_BANNER.split(verbose)[1:]:
+        title = chunk.split("]", 1)[0]
+        owner = title.split(" : ", 1)[0].removeprefix("sparkfleet.vllm.") if " : " in title else "(play)"
+        tally = counts.setdefault(owner, [0, 0])
+        tally[0] += 1
+        tally[1] += len(MODULE_CALL.findall(chunk))
+    return {owner: (tasks, calls) for owner, (tasks, calls) in counts.items()}
+
+
+def noop_cost(hosts: Path) -> tuple[float, int, int, int, dict[str, tuple[int, int]]]:
     """A no-op re-converge: its wall time and changed count, then its tasks and module calls (-vvv run)."""
     wall, _, changed, _ = converge(hosts)
     _, _, _, verbose = converge(hosts, "-vvv")
-    return wall, changed, len(TASK_BANNER.findall(verbose)), len(MODULE_CALL.findall(verbose))
+    (ROOT / ".cache" / "noop-verbose.log").write_text(verbose)
+    return wall, changed, len(TASK_BANNER.findall(verbose)), len(MODULE_CALL.findall(verbose)), per_role(verbose)
 
 
-def print_noop(wall: float, changed: int, tasks: int, calls: int) -> None:
+def print_noop(wall: float, changed: int, tasks: int, calls: int, roles: dict[str, tuple[int, int]]) -> None:
     print(f"  no-op re-converge                       {wall:7.1f} s   changed={changed}")
     print(f"    tasks run                             {tasks:7d}")
     print(f"    module calls on the host              {calls:7d}")
+    for owner, (owner_tasks, owner_calls) in sorted(roles.items(), key=lambda item: -item[1][0]):
+        print(f"      {owner:<34}  {owner_tasks:4d} tasks {owner_calls:4d} calls")
 
 
 def main() -> int:
@@ -136,7 +151,7 @@ def main() -> int:
     try:
         first, roles, first_changed, _ = converge(hosts)
         noop, noop_roles, noop_changed, _ = converge(hosts)
-        _, _, noop_tasks, noop_calls = noop_cost(hosts)
+        _, _, noop_tasks, noop_calls, noop_split = noop_cost(hosts)
         readiness = [start_to_ready() for _ in range(args.restarts)]
     finally:
         if not args.keep:
@@ -148,7 +163,7 @@ def main() -> int:
     for role, seconds in sorted(roles.items(), key=lambda item: -item[1]):
         if role != "total":
             print(f"    {role:<36}  {seconds:7.1f} s")
-    print_noop(noop, noop_changed, noop_tasks, noop_calls)
+    print_noop(noop, noop_changed, noop_tasks, noop_calls, noop_split)
     for role, seconds in sorted(noop_roles.items(), key=lambda item: -item[1]):
         if role != "total":
             print(f"    {role:<36}  {seconds:7.1f} s")

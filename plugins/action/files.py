@@ -13,9 +13,10 @@ MODULE = "sparkfleet.vllm.files"
 
 def checked_files(args: dict) -> list[dict]:
     """The files argument as the module needs it, or an error naming what is wrong."""
-    files = args.get("files")
-    if not isinstance(files, list) or not files:
-        raise AnsibleActionFail("files: a non-empty list of {dest, content, ...} is required")
+    files = args.get("files", [])
+    absent = args.get("absent", [])
+    if not isinstance(files, list) or not isinstance(absent, list) or not (files or absent):
+        raise AnsibleActionFail("files: a list of {dest, content, ...} (files) or of paths (absent) is required")
     for index, spec in enumerate(files):
         if not isinstance(spec, dict) or not isinstance(spec.get("dest"), str):
             raise AnsibleActionFail(f"files[{index}]: each entry needs dest (an absolute path) and content (text)")
@@ -51,6 +52,9 @@ class ActionModule(ActionBase):
                 diffs.append(
                     {"before_header": spec["dest"], "after_header": spec["dest"], "before": before, "after": spec["content"]}
                 )
+        diffs += [
+            {"before_header": path, "after_header": path, "prepared": "(removed)"} for path in result.get("removed", [])
+        ]
         if diffs:
             result["diff"] = diffs
         return result

@@ -44,8 +44,8 @@ options:
     description: Output tokens per request.
     type: int
     required: true
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -60,25 +60,9 @@ _value:
   type: dict
 """
 
-import json
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
-
-
-def bench_summary(read, plan, release, journal, input_len, output_len):  # noqa: PLR0917 - Jinja passes them in order
-    plain = load("sparkfleet.adapters").plain
-    try:
-        runs = {}
-        for entry in plain(read):
-            concurrency = int(entry["item"][0])
-            runs.setdefault(concurrency, []).append(json.loads(entry["stdout"]))
-        return load("sparkfleet.bench").summary(
-            plain(plan), plain(release or {}), str(journal or ""), runs,
-            input_len=int(input_len), output_len=int(output_len),
-        )  # fmt: skip
-    except (ValueError, KeyError, TypeError, IndexError) as exc:
-        raise AnsibleFilterError(f"bench_summary: {exc}") from exc
+bench_summary = library_filter("bench_summary")
 
 
 class FilterModule:

@@ -26,8 +26,8 @@ options:
     description: The interconnect interface, for messages.
     type: str
     required: true
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -43,16 +43,9 @@ _value:
   elements: str
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def cluster_check(nodes, head, interface):
-    check_nodes = load("sparkfleet.adapters").cluster_check
-    try:
-        return check_nodes(nodes, head, interface)
-    except ValueError as exc:
-        raise AnsibleFilterError(f"cluster_check: {exc}") from exc
+cluster_check = library_filter("cluster_check")
 
 
 class FilterModule:

@@ -41,8 +41,8 @@ options:
         C(RAY_AUTH_TOKEN_PATH). Omitted, the environment has no Ray settings (the link check of the preflight).
     type: str
     required: false
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -57,16 +57,9 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def cluster_env(link, nccl_found, nccl_wanted, host, auth_token_path=None):
-    cluster_environment = load("sparkfleet.adapters").cluster_environment
-    try:
-        return cluster_environment(link, nccl_found, nccl_wanted, host, auth_token_path)
-    except ValueError as exc:
-        raise AnsibleFilterError(f"cluster_env: {exc}") from exc
+cluster_env = library_filter("cluster_env")
 
 
 class FilterModule:

@@ -34,8 +34,8 @@ options:
     description: The member asking.
     type: str
     required: true
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -51,16 +51,9 @@ _value:
   elements: dict
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def cluster_ranks(head_instances, head, members, me):
-    ranks_of = load("sparkfleet.adapters").cluster_ranks
-    try:
-        return ranks_of(head_instances, head, members, me)
-    except ValueError as exc:
-        raise AnsibleFilterError(f"cluster_ranks: {exc}") from exc
+cluster_ranks = library_filter("cluster_ranks")
 
 
 class FilterModule:

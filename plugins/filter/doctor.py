@@ -24,8 +24,8 @@ options:
     description: The host name printed at the top of the table.
     type: str
     required: true
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -40,16 +40,9 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def doctor(observations, host):
-    doctor_report = load("sparkfleet.adapters").doctor_report
-    try:
-        return doctor_report(observations, host)
-    except ValueError as exc:
-        raise AnsibleFilterError(f"doctor: {exc}") from exc
+doctor = library_filter("doctor")
 
 
 class FilterModule:

@@ -33,8 +33,8 @@ options:
     description: The variable prefix used in error messages.
     type: str
     default: front_door
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -51,16 +51,9 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def front_door(host_plan, settings, variable="front_door"):
-    plan_door = load("sparkfleet.adapters").front_door_plan
-    try:
-        return plan_door(host_plan, settings, variable).model_dump(mode="json")
-    except ValueError as exc:
-        raise AnsibleFilterError(f"front_door: {exc}") from exc
+front_door = library_filter("front_door")
 
 
 class FilterModule:

@@ -36,8 +36,8 @@ options:
         (vLLM's C(--uds)) in its own network namespace, and its endpoint carries the socket's path.
     type: bool
     default: false
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -55,16 +55,9 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def host_plan(facts, instances, label="instances", behind_door=False):
-    plan_all = load("sparkfleet.adapters").host_plan
-    try:
-        return plan_all(facts, instances, label, behind_door).model_dump(mode="json")
-    except ValueError as exc:
-        raise AnsibleFilterError(f"host_plan: {exc}") from exc
+host_plan = library_filter("host_plan")
 
 
 class FilterModule:

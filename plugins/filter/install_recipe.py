@@ -28,8 +28,8 @@ options:
     description: The lock from the C(sparkfleet.vllm.release_lock) lookup.
     type: dict
     required: true
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -46,22 +46,9 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def install_recipe(inputs, root, lock):
-    plain = load("sparkfleet.adapters").plain
-    recipes = load("sparkfleet.recipes")
-    Lock = load("sparkfleet.release").Lock
-    if not isinstance(inputs, dict):
-        raise AnsibleFilterError("install_recipe: input must be a dict of install inputs")
-    try:
-        return recipes.recipe(recipes.inputs_from(plain(inputs)), Lock.model_validate(plain(lock)), str(root)).model_dump(
-            mode="json"
-        )
-    except ValueError as exc:
-        raise AnsibleFilterError(f"install_recipe: {exc}") from exc
+install_recipe = library_filter("install_recipe")
 
 
 class FilterModule:

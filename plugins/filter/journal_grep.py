@@ -20,8 +20,8 @@ options:
     description: Ignored; pass any value (the pattern depends on nothing on the host).
     type: raw
     required: true
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -36,11 +36,9 @@ _value:
   type: str
 """
 
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def journal_grep(_ignored):
-    return load("sparkfleet.doctor").journal_pattern()
+journal_grep = library_filter("journal_grep")
 
 
 class FilterModule:

@@ -26,8 +26,8 @@ options:
         C(nccl) (C(version), C(where)) and C(instances) (the head's vllm_serve_instances).
     type: dict
     required: true
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -42,16 +42,9 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def link_check(members, settings):
-    check = load("sparkfleet.adapters").link_check
-    try:
-        return check(members, settings)
-    except ValueError as exc:
-        raise AnsibleFilterError(f"link_check: {exc}") from exc
+link_check = library_filter("link_check")
 
 
 class FilterModule:

@@ -33,8 +33,8 @@ options:
   platform:
     description: The host's platform; an empty I(vllm_version) then means its newest release (C(gb10) C(0.33.0)).
     type: str
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -50,27 +50,9 @@ _value:
   elements: str
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def loader_packages(instances, vllm_version, extra_packages=None, platform=None):
-    loading = load("sparkfleet.loading")
-    versions = load("sparkfleet.versions")
-    if not vllm_version and platform:
-        vllm_version = versions.NEWEST_RELEASE.get(str(platform), "")
-    plain = load("sparkfleet.adapters").plain
-    if not isinstance(instances, list):
-        raise AnsibleFilterError("loader_packages: vllm_serve_instances must be a list of instances")
-    loads = [
-        str(((item or {}).get("intent") or {}).get("load") or "auto") for item in plain(instances) if isinstance(item, dict)
-    ]
-    try:
-        version = versions.VllmVersion.parse(str(vllm_version))
-    except ValueError:
-        # Not a version: the install inputs' own check refuses it, naming vllm_install_vllm_version.
-        return []
-    return loading.packages_for(loads, version, [str(p) for p in extra_packages or []])
+loader_packages = library_filter("loader_packages")
 
 
 class FilterModule:

@@ -34,8 +34,8 @@ options:
   host_plan:
     description: The host plan vllm_serve applied (C(host.plan.json)); only for C(plan_metrics).
     type: dict
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -52,16 +52,9 @@ _value:
   type: raw
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def monitoring(alerts, what, host_plan=None):
-    monitoring_artifact = load("sparkfleet.adapters").monitoring_artifact
-    try:
-        return monitoring_artifact(what, alerts, host_plan)
-    except ValueError as exc:
-        raise AnsibleFilterError(f"monitoring: {exc}") from exc
+monitoring = library_filter("monitoring")
 
 
 class FilterModule:

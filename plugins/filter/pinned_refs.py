@@ -24,8 +24,8 @@ options:
     description: Model id to its pin, as the C(hub_pin) lookup returns them (C(commit) is used).
     type: dict
     required: true
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -43,21 +43,9 @@ _value:
   elements: dict
 """
 
-from ansible.errors import AnsibleFilterError
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def pinned_refs(entries, pins):
-    refs = []
-    for entry in entries or []:
-        model_id = entry.get("id") if isinstance(entry, dict) else entry
-        if not isinstance(model_id, str):
-            raise AnsibleFilterError(f"pinned_refs: each entry is a model id or a dict with an id, got {entry!r}")
-        pin = (pins or {}).get(model_id)
-        revision = (
-            pin.get("commit") if isinstance(pin, dict) else (entry.get("revision") if isinstance(entry, dict) else None)
-        )
-        refs.append({"id": model_id, "revision": str(revision)} if revision else {"id": model_id})
-    return refs
+pinned_refs = library_filter("pinned_refs")
 
 
 class FilterModule:

@@ -42,8 +42,8 @@ options:
     description: This member's place on the cluster link, C(master_addr) and C(host_ip) (empty off a cluster).
     type: dict
     required: true
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -63,23 +63,9 @@ _value:
   elements: dict
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def planner_instances(instances, facts, host, keyed, link):
-    adapters, modelsource = load("sparkfleet.adapters"), load("sparkfleet.modelsource")
-    try:
-        source_facts = modelsource.SourceFacts.model_validate(adapters.plain(facts))
-        return modelsource.planner_instances(
-            adapters.plain(instances),
-            source_facts,
-            host=str(host),
-            keyed={str(name) for name in adapters.plain(keyed)},
-            link={str(k): str(v) for k, v in adapters.plain(link).items()},
-        )
-    except ValueError as exc:
-        raise AnsibleFilterError(f"planner_instances: {exc}") from exc
+planner_instances = library_filter("planner_instances")
 
 
 class FilterModule:

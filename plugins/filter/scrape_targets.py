@@ -30,8 +30,8 @@ options:
     description: The port node_exporter listens on.
     type: int
     default: 9100
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -48,16 +48,9 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def scrape_targets(fleet, server, node_port=9100):
-    fleet_targets = load("sparkfleet.adapters").fleet_targets
-    try:
-        return fleet_targets(fleet, server, node_port)
-    except ValueError as exc:
-        raise AnsibleFilterError(f"scrape_targets: {exc}") from exc
+scrape_targets = library_filter("scrape_targets")
 
 
 class FilterModule:

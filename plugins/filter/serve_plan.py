@@ -32,8 +32,8 @@ options:
     description: Serving intent (max_context, concurrency, profile, kv_cache_dtype, speculative, host, port, api_key, ...).
     type: dict
     default: {}
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -48,21 +48,9 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def serve_plan(facts, model, intent=None):
-    adapters = load("sparkfleet.adapters")
-    intent_model = load("sparkfleet.models").Intent
-    plan = load("sparkfleet.planner").plan
-    try:
-        profile, ref = adapters.model_profile(model)
-        wanted = intent_model.model_validate(adapters.plain(intent or {}))
-        result = plan(adapters.host_facts(facts), profile, wanted, model_ref=ref)
-    except ValueError as exc:
-        raise AnsibleFilterError(f"serve_plan: {exc}") from exc
-    return result.model_dump(mode="json")
+serve_plan = library_filter("serve_plan")
 
 
 class FilterModule:

@@ -28,8 +28,8 @@ options:
     description: GiB to leave free after staging (C(model_stage_free_margin_gib)).
     type: float
     required: true
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -48,22 +48,9 @@ _value:
   elements: str
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def storage_check(needs, storage, margin_gib):
-    plain = load("sparkfleet.adapters").plain
-    module = load("sparkfleet.storage")
-    try:
-        parsed = [module.Need.model_validate(item) for item in plain(needs)]
-        spaces = {name: module.Space.model_validate(value) for name, value in plain(storage or {}).items()}
-        missing = sorted({n.into for n in parsed} - spaces.keys())
-        if missing:
-            raise ValueError(f"no free-space facts for {', '.join(missing)} (run spark_facts with hf_home and model_store)")
-        return module.problems(parsed, spaces, float(margin_gib))
-    except ValueError as exc:
-        raise AnsibleFilterError(f"storage_check: {str(exc).splitlines()[0]}") from exc
+storage_check = library_filter("storage_check")
 
 
 class FilterModule:

@@ -63,8 +63,8 @@ options:
   socket_group:
     description: The group of the socket directories (nginx's workers' group); a watchdog or activator joins it.
     type: str
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -80,41 +80,9 @@ _value:
   elements: dict
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-# A filter's arguments are positional in Jinja.
-def unit_sandbox(  # noqa: PLR0917
-    kind,
-    platform,
-    writable=None,
-    bind_host="127.0.0.1",
-    allowed_clients=None,
-    link_subnet=None,
-    rdma_devices=None,
-    socket=None,
-    socket_group=None,
-):
-    plain = load("sparkfleet.adapters").plain
-    hardening = load("sparkfleet.hardening")
-    Platform = load("sparkfleet.models").Platform
-    try:
-        clients = hardening.check_clients(plain(allowed_clients or []), "vllm_serve_allowed_clients")
-        directives = hardening.sandbox(
-            hardening.UnitKind(str(kind)),
-            Platform(str(platform)),
-            writable=[str(path) for path in plain(writable or [])],
-            bind_host=str(bind_host),
-            allowed_clients=clients,
-            link_subnet=str(link_subnet) if link_subnet else None,
-            rdma_devices=[str(d) for d in plain(rdma_devices or [])],
-            socket=str(socket) if socket else None,
-            socket_group=str(socket_group) if socket_group else None,
-        )
-    except ValueError as exc:
-        raise AnsibleFilterError(f"unit_sandbox: {exc}") from exc
-    return [d.model_dump() for d in directives]
+unit_sandbox = library_filter("unit_sandbox")
 
 
 class FilterModule:

@@ -33,8 +33,8 @@ options:
     description: What the value came from, named in a refusal.
     type: str
     default: unit file
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -49,15 +49,9 @@ _value:
   type: str
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def unit_value(value, place, variable="unit file"):
-    try:
-        return load("sparkfleet.unitfile").unit_value(value, str(place), str(variable))
-    except ValueError as exc:
-        raise AnsibleFilterError(f"unit_value: {exc}") from exc
+unit_value = library_filter("unit_value")
 
 
 class FilterModule:

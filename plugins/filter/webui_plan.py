@@ -34,8 +34,8 @@ options:
     description: Where Open WebUI's releases live (C(webui_root)).
     type: str
     required: true
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""
@@ -54,19 +54,9 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import load
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.filters import library_filter
 
-
-def webui_plan(settings, host_plan, door, root):
-    adapters = load("sparkfleet.adapters")
-    plan_from = load("sparkfleet.webui").webui_plan_from
-    try:
-        return plan_from(adapters.plain(settings), adapters.plain(host_plan), adapters.plain(door), str(root)).model_dump(
-            mode="json"
-        )
-    except ValueError as exc:
-        raise AnsibleFilterError(f"webui_plan: {exc}") from exc
+webui_plan = library_filter("webui_plan")
 
 
 class FilterModule:

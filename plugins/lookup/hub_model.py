@@ -29,9 +29,8 @@ options:
     type: list
     elements: raw
     required: true
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv,
-    huggingface_hub); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""

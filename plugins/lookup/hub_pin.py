@@ -37,8 +37,8 @@ options:
     description: A token for gated or private repositories; empty for none (or the controller's own login).
     type: str
     default: ""
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""

@@ -45,8 +45,8 @@ options:
     description: Resolve again even if a lock for the same request is cached.
     type: bool
     default: false
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""

@@ -26,8 +26,8 @@ options:
     description: Controller directory for resolved requirements; empty resolves every time.
     type: str
     default: ""
-requirements:
-  - the Python packages of the collection's requirements.txt on the controller (pydantic, PyYAML, uv); the sparkfleet library itself ships in the collection
+extends_documentation_fragment:
+  - sparkfleet.vllm.library
 """
 
 EXAMPLES = r"""

@@ -19,12 +19,14 @@ description:
   - The action plugin of the same name runs the module with target syslog off, so file contents
     never reach the host's journal, and builds the diff on the controller.
   - A file the validate command refuses is left as it was, and so is every file after it in the list.
+  - Paths in O(absent) are removed in the same call (files and links only, never a directory), after every
+    file is written.
 options:
   files:
     description: The files, each with its wanted content and attributes.
     type: list
     elements: dict
-    required: true
+    default: []
     suboptions:
       dest:
         description: Absolute path of the file.
@@ -57,6 +59,14 @@ options:
         description: Whether diff mode shows this file's content; set V(false) for files holding secrets.
         type: bool
         default: true
+  absent:
+    description:
+      - Absolute paths of files or links that must not exist (what an earlier plan wrote and this one does not).
+      - A directory among them fails the task before any change.
+    type: list
+    elements: path
+    default: []
+    version_added: 0.9.0
 attributes:
   action:
     description: The action plugin builds the diff and turns off target syslog for the call.
@@ -106,8 +116,13 @@ files:
     content_changed:
       description: Whether the content was (or would be) replaced.
       type: bool
+removed:
+  description: The paths of O(absent) that existed and were (or in check mode would be) removed.
+  returned: always
+  type: list
+  elements: str
 changed_files:
-  description: The paths that changed, in order.
+  description: The paths that changed, in order, removed ones last.
   returned: always
   type: list
   elements: str
@@ -244,7 +259,7 @@ def main():
             "files": {
                 "type": "list",
                 "elements": "dict",
-                "required": True,
+                "default": [],
                 "options": {
                     "dest": {"type": "path", "required": True},
                     "content": {"type": "str", "required": True},
@@ -256,10 +271,17 @@ def main():
                     "diff": {"type": "bool", "default": True},
                 },
             },
+            "absent": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,
     )
     files = module.params["files"]
+    absent = module.params["absent"]
+    for path in absent:
+        if not os.path.isabs(path):
+            module.fail_json(msg=f"files: absent {path!r} is not an absolute path; nothing was changed")
+        if os.path.isdir(path) and not os.path.islink(path):
+            module.fail_json(msg=f"files: absent {path} is a directory; nothing was changed")
     for spec in files:
         if not os.path.isabs(spec["dest"]):
             module.fail_json(msg=f"files: {spec['dest']!r} is not an absolute path; nothing was changed")
@@ -271,12 +293,17 @@ def main():
             module.fail_json(msg=f"files: {spec['dest']} is listed twice; nothing was changed")
         seen.add(spec["dest"])
     entries = [ensure(module, spec) for spec in files]
+    removed = [path for path in absent if os.path.lexists(path)]
+    if not module.check_mode:
+        for path in removed:
+            os.unlink(path)
     # The contents are the caller's; the invocation shown at high verbosity names only the paths.
-    invocation = {"module_args": {"files": [{"dest": spec["dest"]} for spec in files]}}
+    invocation = {"module_args": {"files": [{"dest": spec["dest"]} for spec in files], "absent": absent}}
     module.exit_json(
-        changed=any(entry["changed"] for entry in entries),
+        changed=any(entry["changed"] for entry in entries) or bool(removed),
         files=entries,
-        changed_files=[entry["dest"] for entry in entries if entry["changed"]],
+        removed=removed,
+        changed_files=[entry["dest"] for entry in entries if entry["changed"]] + removed,
         invocation=invocation,
     )
 

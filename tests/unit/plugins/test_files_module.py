@@ -79,6 +79,22 @@ def test_secret_files_are_written_but_never_shown(tmp_path: Path) -> None:
     assert secret.read_text() == "KEY=hunter2-secret\n" and oct(secret.stat().st_mode & 0o777) == "0o600"
 
 
+def test_absent_paths_go_in_the_same_call_and_a_directory_is_refused(tmp_path: Path) -> None:
+    kept, stale, link = tmp_path / "kept", tmp_path / "stale.conf", tmp_path / "stale-link"
+    stale.write_text("old\n")
+    link.symlink_to(tmp_path / "nowhere")
+    wanted = {"files": [entry(kept, "k\n")], "absent": [str(stale), str(link), str(tmp_path / "never")]}
+    checked = run_module("files", wanted, "--check", "--diff")
+    assert checked["removed"] == [str(stale), str(link)] and stale.exists() and link.is_symlink()
+    assert {"before_header": str(stale), "after_header": str(stale), "prepared": "(removed)"} in checked["diff"]
+    done = run_module("files", wanted)
+    assert done["changed_files"] == [str(kept), str(stale), str(link)]
+    assert not stale.exists() and not link.is_symlink() and kept.read_text() == "k\n"
+    assert run_module("files", wanted)["changed"] is False
+    refused = run_module("files", {"files": [entry(kept, "other\n")], "absent": [str(tmp_path)]})
+    assert refused.get("failed") is True and "is a directory" in str(refused["msg"]) and kept.read_text() == "k\n"
+
+
 def test_bad_entries_fail_before_any_change(tmp_path: Path) -> None:
     good = tmp_path / "good"
     for files, message in [
@@ -86,7 +102,7 @@ def test_bad_entries_fail_before_any_change(tmp_path: Path) -> None:
         ([entry(good, "x"), entry(good, "y")], "is listed twice"),
         ([entry(good, "x"), entry(tmp_path, "y")], "is a directory"),
         ([{"dest": str(good), "content": 3}], "content must be text"),
-        ([], "a non-empty list"),
+        ([], "(absent) is required"),
     ]:
         result = run_module("files", {"files": files})
         assert result.get("failed") is True and message in str(result["msg"]), result

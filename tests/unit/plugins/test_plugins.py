@@ -118,3 +118,25 @@ def test_loader_packages_filter_reads_each_instances_intent_and_names_bad_input(
         loader_packages.loader_packages({"a": 1}, "0.32.0", [])
     # A version that is not one is left to the install inputs' check, which names the variable.
     assert loader_packages.loader_packages(instances, "latest", []) == []
+
+
+def test_every_filter_is_one_library_function_behind_the_one_wrapper() -> None:
+    import inspect
+
+    from sparkfleet import filters
+
+    plugins = {path.stem: path.read_text() for path in (Path(__file__).parents[3] / "plugins" / "filter").glob("*.py")}
+    functions = {
+        name for name, value in vars(filters).items() if inspect.isfunction(value) and value.__module__ == filters.__name__
+    }
+    assert set(plugins) == functions
+    for name, text in plugins.items():
+        assert f'{name} = library_filter("{name}")' in text, name
+        assert "sparkfleet.vllm.library" in text, f"{name}: its requirements come from the library doc fragment"
+
+
+def test_the_wrapper_names_the_filter_in_a_refusal() -> None:
+    import unit_value
+
+    with pytest.raises(AnsibleFilterError, match=r"^unit_value: .*control character"):
+        unit_value.unit_value("a\nb", "exec", "vllm_serve_env")

@@ -1,0 +1,167 @@
+"""The collection's Jinja filters: plain values in (as Ansible passes them), plain JSON values out.
+
+One function per filter, named as the filter. The plugin layer (plugins/plugin_utils/filters.py) only
+copies the arguments into plain containers, calls the function and turns a refusal (ValueError) into
+an AnsibleFilterError named after the filter; every decision lives here, where it is tested without Ansible.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import adapters, bench, hardening, loading, modelsource, recipes, storage, unitfile, versions, webui
+from .doctor import journal_pattern
+from .models import Intent, Platform
+from .planner import plan
+from .release import Lock
+
+
+def bench_summary(  # noqa: PLR0917 - a filter's arguments are positional in Jinja
+    read: Any, plan_json: Any, release: Any, journal: Any, input_len: Any, output_len: Any
+) -> dict[str, Any]:
+    """The benchmark record of one instance from its runs (registered `command` results, one per concurrency)."""
+    runs: dict[int | str, list[Any]] = {}
+    try:
+        for entry in read:
+            runs.setdefault(int(entry["item"][0]), []).append(json.loads(entry["stdout"]))
+        return bench.summary(
+            plan_json, release or {}, str(journal or ""), runs, input_len=int(input_len), output_len=int(output_len)
+        )
+    except (KeyError, TypeError, IndexError) as exc:
+        raise ValueError(f"unreadable benchmark run: {exc!r}") from exc
+
+
+def cluster_check(nodes: Any, head: Any, interface: Any) -> list[str]:
+    return adapters.cluster_check(nodes, str(head), str(interface))
+
+
+def cluster_env(link: Any, nccl_found: Any, nccl_wanted: Any, host: Any, auth_token_path: Any = None) -> dict[str, Any]:
+    return adapters.cluster_environment(link, nccl_found, nccl_wanted, host, auth_token_path)
+
+
+def cluster_ranks(head_instances: Any, head: Any, members: Any, me: Any) -> list[dict[str, Any]]:
+    return adapters.cluster_ranks(head_instances, str(head), members, str(me))
+
+
+def doctor(observations: Any, host: Any) -> dict[str, Any]:
+    return adapters.doctor_report(observations, str(host))
+
+
+def front_door(host_plan: Any, settings: Any, variable: Any = "front_door") -> dict[str, Any]:
+    return adapters.front_door_plan(host_plan, settings, str(variable)).model_dump(mode="json")
+
+
+def host_plan(facts: Any, instances: Any, label: Any = "instances", behind_door: Any = False) -> dict[str, Any]:
+    return adapters.host_plan(facts, instances, str(label), behind_door).model_dump(mode="json")
+
+
+def install_recipe(inputs: Any, root: Any, lock: Any) -> dict[str, Any]:
+    if not isinstance(inputs, dict):
+        raise ValueError("input must be a dict of install inputs")
+    return recipes.recipe(recipes.inputs_from(inputs), Lock.model_validate(lock), str(root)).model_dump(mode="json")
+
+
+def journal_grep(_ignored: Any) -> str:
+    """The grep pattern of the journal lines the doctor reads (its input is ignored)."""
+    return journal_pattern()
+
+
+def link_check(members: Any, settings: Any) -> dict[str, list[str]]:
+    return adapters.link_check(members, settings)
+
+
+def loader_packages(instances: Any, vllm_version: Any, extra_packages: Any = None, platform: Any = None) -> list[str]:
+    if not vllm_version and platform:
+        vllm_version = versions.NEWEST_RELEASE.get(str(platform), "")
+    if not isinstance(instances, list):
+        raise ValueError("vllm_serve_instances must be a list of instances")
+    loads = [str(((item or {}).get("intent") or {}).get("load") or "auto") for item in instances if isinstance(item, dict)]
+    try:
+        version = versions.VllmVersion.parse(str(vllm_version))
+    except ValueError:
+        # Not a version: the install inputs' own check refuses it, naming vllm_install_vllm_version.
+        return []
+    return loading.packages_for(loads, version, [str(p) for p in extra_packages or []])
+
+
+def monitoring(alerts: Any, what: Any, host_plan: Any = None) -> Any:
+    return adapters.monitoring_artifact(str(what), alerts, host_plan)
+
+
+def pinned_refs(entries: Any, pins: Any) -> list[dict[str, str]]:
+    """Each staged model's id with the revision its pin (or its entry) names."""
+    refs = []
+    for entry in entries or []:
+        model_id = entry.get("id") if isinstance(entry, dict) else entry
+        if not isinstance(model_id, str):
+            raise ValueError(f"each entry is a model id or a dict with an id, got {entry!r}")
+        pin = (pins or {}).get(model_id)
+        revision = (
+            pin.get("commit") if isinstance(pin, dict) else (entry.get("revision") if isinstance(entry, dict) else None)
+        )
+        refs.append({"id": model_id, "revision": str(revision)} if revision else {"id": model_id})
+    return refs
+
+
+def planner_instances(instances: Any, facts: Any, host: Any, keyed: Any, link: Any) -> list[dict[str, Any]]:
+    return modelsource.planner_instances(
+        instances,
+        modelsource.SourceFacts.model_validate(facts),
+        host=str(host),
+        keyed={str(name) for name in keyed},
+        link={str(k): str(v) for k, v in link.items()},
+    )
+
+
+def scrape_targets(fleet: Any, server: Any, node_port: Any = 9100) -> dict[str, list[dict[str, Any]]]:
+    return adapters.fleet_targets(fleet, str(server), int(node_port))
+
+
+def serve_plan(facts: Any, model: Any, intent: Any = None) -> dict[str, Any]:
+    profile, ref = adapters.model_profile(model)
+    wanted = Intent.model_validate(intent or {})
+    return plan(adapters.host_facts(facts), profile, wanted, model_ref=ref).model_dump(mode="json")
+
+
+def storage_check(needs: Any, space: Any, margin_gib: Any) -> list[str]:
+    parsed = [storage.Need.model_validate(item) for item in needs]
+    spaces = {name: storage.Space.model_validate(value) for name, value in (space or {}).items()}
+    missing = sorted({n.into for n in parsed} - spaces.keys())
+    if missing:
+        raise ValueError(f"no free-space facts for {', '.join(missing)} (run spark_facts with hf_home and model_store)")
+    return storage.problems(parsed, spaces, float(margin_gib))
+
+
+def unit_sandbox(  # noqa: PLR0917 - a filter's arguments are positional in Jinja
+    kind: Any,
+    platform: Any,
+    writable: Any = None,
+    bind_host: Any = "127.0.0.1",
+    allowed_clients: Any = None,
+    link_subnet: Any = None,
+    rdma_devices: Any = None,
+    socket: Any = None,
+    socket_group: Any = None,
+) -> list[dict[str, Any]]:
+    clients = hardening.check_clients(allowed_clients or [], "vllm_serve_allowed_clients")
+    directives = hardening.sandbox(
+        hardening.UnitKind(str(kind)),
+        Platform(str(platform)),
+        writable=[str(path) for path in writable or []],
+        bind_host=str(bind_host),
+        allowed_clients=clients,
+        link_subnet=str(link_subnet) if link_subnet else None,
+        rdma_devices=[str(d) for d in rdma_devices or []],
+        socket=str(socket) if socket else None,
+        socket_group=str(socket_group) if socket_group else None,
+    )
+    return [d.model_dump() for d in directives]
+
+
+def unit_value(value: Any, place: Any, variable: Any = "unit file") -> str:
+    return unitfile.unit_value(value, str(place), str(variable))
+
+
+def webui_plan(settings: Any, host_plan: Any, door: Any, root: Any) -> dict[str, Any]:
+    return webui.webui_plan_from(settings, host_plan, door, str(root)).model_dump(mode="json")
