@@ -1,0 +1,195 @@
+# Copyright: sparkfleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a host is: its GPU, memory, CUDA, vLLM release, accounts, packages and paths (read only)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+
+GB10_CAPABILITY = "12.1"
+
+
+def parse_meminfo(text):
+    values = {}
+    for line in text.splitlines():
+        match = re.match(r"^(\w+):\s+(\d+)\s*kB", line)
+        if match:
+            values[match.group(1)] = int(match.group(2)) * 1024
+    return {"mem_total_bytes": values.get("MemTotal"), "mem_available_bytes": values.get("MemAvailable")}
+
+
+def parse_gpu_query(text):
+    """Rows of `nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader`."""
+    gpus = []
+    for line in text.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) < 3 or fields[0].lower() == "name":
+            continue
+        gpus.append(
+            {
+                "name": fields[0],
+                "compute_capability": fields[1],
+                "driver_version": fields[2],
+                "memory_total": fields[3] if len(fields) > 3 else None,
+            }
+        )
+    return gpus
+
+
+def parse_cuda_release(text):
+    match = re.search(r"release (\d+\.\d+)", text or "")
+    return match.group(1) if match else None
+
+
+def platform_for(gpus):
+    """gb10 for a GB10 (sm_121), cpu without a GPU; any other GPU is reported as such so the planner refuses it."""
+    if not gpus:
+        return "cpu"
+    return "gb10" if gpus[0]["compute_capability"] == GB10_CAPABILITY else "unsupported-gpu"
+
+
+def vllm_version_in(release_dir):
+    if not release_dir:
+        return None
+    pattern = os.path.join(release_dir, "lib", "python3*", "site-packages", "vllm-*.dist-info", "METADATA")
+    for metadata in sorted(glob.glob(pattern)):
+        with open(metadata, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+    return None
+
+
+def canonical_name(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed_packages(release_dir):
+    """Name -> version of every distribution in the release's site-packages (its dist-info METADATA)."""
+    found = {}
+    pattern = os.path.join(release_dir, "lib", "python3*", "site-packages", "*.dist-info", "METADATA")
+    for metadata in glob.glob(pattern):
+        name = version = None
+        with open(metadata, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("Name:"):
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("Version:"):
+                    version = line.split(":", 1)[1].strip()
+                if (name and version) or not line.strip():
+                    break
+        if name and version:
+            found[canonical_name(name)] = version
+    return found
+
+
+def read_json(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def read_lock(release_dir):
+    return read_json(os.path.join(release_dir, ".sparkfleet-lock.json"))
+
+
+def host_glibc():
+    try:
+        name, version = os.confstr("CS_GNU_LIBC_VERSION").split()
+    except (AttributeError, ValueError, OSError):
+        return None
+    return version if name == "glibc" else None
+
+
+def describe_release(release_dir, with_packages=False):
+    if not release_dir or not os.path.isdir(release_dir):
+        return None
+    real = os.path.realpath(release_dir)
+    found = {"path": real, "id": os.path.basename(real), "vllm_version": vllm_version_in(real)}
+    lock = read_lock(real)
+    if lock is not None:
+        found.update(locked=True, cuda=lock.get("cuda"), source=lock.get("source"), vllm_package=lock.get("vllm_package"))
+        # FlashInfer's kernels prebuilt for its exact version, as the lock recorded it (None: compiled at first start).
+        found["prebuilt_kernels"] = lock.get("prebuilt_kernels")
+    # What a fork release declared it carries beyond its version (vllm_install_capabilities).
+    found["capabilities"] = (read_json(os.path.join(real, ".sparkfleet-release.json")) or {}).get("capabilities") or []
+    if with_packages:
+        found["lock_packages"] = (lock or {}).get("packages")
+        found["installed_packages"] = installed_packages(real)
+    return found
+
+
+def rdma_devices():
+    """The verbs nodes NCCL's RDMA transport opens (a cluster member's sandbox allows exactly these)."""
+    return sorted(glob.glob("/dev/infiniband/uverbs[0-9]*")) + (
+        ["/dev/infiniband/rdma_cm"] if os.path.exists("/dev/infiniband/rdma_cm") else []
+    )
+
+
+def accounts(users, groups):
+    """Each named user's passwd entry and each named group's gid; None for one that does not exist."""
+    import grp
+    import pwd
+
+    found = {"users": {}, "groups": {}}
+    for name in users:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            found["users"][name] = None
+            continue
+        found["users"][name] = {
+            "uid": entry.pw_uid,
+            "gid": entry.pw_gid,
+            "group": _group_name(grp, entry.pw_gid),
+            "home": entry.pw_dir,
+            "shell": entry.pw_shell,
+        }
+    for name in groups:
+        try:
+            found["groups"][name] = {"gid": grp.getgrnam(name).gr_gid}
+        except KeyError:
+            found["groups"][name] = None
+    return found
+
+
+def _group_name(grp, gid):
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return None
+
+
+def parse_dpkg_status(text):
+    """Package -> installed, from `dpkg-query --show --showformat='${Package} ${db:Status-Status}\\n'`."""
+    return {
+        fields[0]: fields[1] == "installed" for fields in (line.split() for line in text.splitlines()) if len(fields) == 2
+    }
+
+
+def package_state(run_command, dpkg_query, names):
+    """Each named package's installed state (False for one dpkg does not know; None everywhere without dpkg)."""
+    if not names:
+        return {}
+    if not dpkg_query:
+        return {name: None for name in names}
+    _rc, out, _err = run_command([dpkg_query, "--show", "--showformat=${Package} ${db:Status-Status}\\n", *names])
+    known = parse_dpkg_status(out)
+    return {name: known.get(name, False) for name in names}
+
+
+def path_state(path):
+    """Whether a path exists, what it is, and for a link where it points."""
+    if not os.path.lexists(path):
+        return {"exists": False}
+    found = {"exists": os.path.exists(path), "link": os.path.islink(path), "dir": os.path.isdir(path)}
+    if found["link"]:
+        found["target"] = os.readlink(path)
+    if found["exists"] and not found["dir"]:
+        found["executable"] = os.access(path, os.X_OK)
+    return found

@@ -1,0 +1,202 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sparkfleet contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: host_facts
+short_description: Gather what the sparkfleet planner and roles need to know of a host, as the fact sparkfleet_facts
+version_added: 0.9.0
+author: sparkfleet contributors (@sparkfleet)
+description:
+  - Reads the GPU name, compute capability and driver version from nvidia-smi when it is present, the CUDA
+    version and ptxas path, MemTotal and MemAvailable, the CPU architecture, glibc, the default systemd target,
+    the vLLM release at O(release_dir) and the host's RDMA device nodes.
+  - In the same call, the state the roles would otherwise ask for one module call each, so that a converged host
+    is checked without changing anything; the accounts in O(users) and O(groups), the packages in O(packages)
+    and the paths in O(paths).
+  - A host without an NVIDIA GPU is reported as platform C(cpu); a GPU with compute capability 12.1 (GB10) as
+    C(gb10); any other GPU as C(unsupported-gpu), which the planner refuses.
+  - Reads only; safe in check mode.
+options:
+  platform:
+    description:
+      - C(auto) reports what the host is; C(gb10) or C(cpu) overrides it (for example to serve a CPU build on a
+        GPU box, or to render a GB10 plan from recorded facts).
+    type: str
+    choices: [auto, gb10, cpu]
+    default: auto
+  release_dir:
+    description:
+      - Path of the current vLLM release (a venv, usually the C(current) symlink); its vLLM version, resolved path
+        and release id (the directory name) are reported.
+    type: path
+  release_packages:
+    description:
+      - Also report the release's lock (C(lock_packages)) and the packages installed in it (C(installed_packages)).
+    type: bool
+    default: false
+  meminfo:
+    description: File to read MemTotal and MemAvailable from.
+    type: path
+    default: /proc/meminfo
+  nvidia_smi:
+    description: nvidia-smi executable.
+    type: str
+    default: nvidia-smi
+  cuda_home:
+    description: CUDA toolkit root used to find ptxas.
+    type: path
+    default: /usr/local/cuda
+  users:
+    description: Accounts to look up (C(accounts.users), each its uid, gid, group, home and shell, or null).
+    type: list
+    elements: str
+    default: []
+  groups:
+    description: Groups to look up (C(accounts.groups), each its gid, or null).
+    type: list
+    elements: str
+    default: []
+  packages:
+    description: Debian packages whose installed state is reported under C(packages) (null without dpkg).
+    type: list
+    elements: str
+    default: []
+  paths:
+    description: Paths reported under C(paths) (exists, link and its target, dir, executable).
+    type: list
+    elements: path
+    default: []
+attributes:
+  check_mode:
+    description: Only reads the host.
+    support: full
+  diff_mode:
+    description: Nothing changes, so there is no diff.
+    support: none
+  facts:
+    description: Sets the fact C(sparkfleet_facts).
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Gather the host facts
+  sparkfleet.vllm.host_facts:
+    release_dir: /opt/sparkfleet/current
+    users: [sparkfleet]
+    packages: [nginx]
+    paths: [/opt/sparkfleet/uv/0.13.9/bin/uv]
+
+- name: Show the platform
+  ansible.builtin.debug:
+    msg: "{{ sparkfleet_facts.platform }}, nginx installed: {{ sparkfleet_facts.packages.nginx }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: The facts set.
+  returned: always
+  type: dict
+  contains:
+    sparkfleet_facts:
+      description:
+        - The host in the shape the planner's filters take (platform, arch, glibc, gpu_name, compute_capability,
+          driver_version, cuda_version, ptxas_path, mem_total_bytes, mem_available_bytes, unified_memory,
+          vllm_version, vllm_capabilities, release, rdma_devices, default_target), with C(accounts), C(packages)
+          and C(paths) as asked.
+      type: dict
+"""
+
+import os
+import platform as pyplatform
+import sys
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.host_state import (
+    accounts,
+    describe_release,
+    host_glibc,
+    package_state,
+    parse_cuda_release,
+    parse_gpu_query,
+    parse_meminfo,
+    path_state,
+    platform_for,
+    rdma_devices,
+    vllm_version_in,
+)
+
+
+def gather(module):
+    params = module.params
+    facts = {
+        "arch": pyplatform.machine(),
+        "glibc": host_glibc(),
+        "python_version": "%d.%d" % sys.version_info[:2],
+        "platform": "cpu",
+        "unified_memory": False,
+    }
+    with open(params["meminfo"], encoding="utf-8") as handle:
+        facts.update(parse_meminfo(handle.read()))
+    smi = module.get_bin_path(params["nvidia_smi"])
+    if smi:
+        rc, out, _err = module.run_command(
+            [smi, "--query-gpu=name,compute_cap,driver_version,memory.total", "--format=csv,noheader"]
+        )
+        gpus = parse_gpu_query(out) if rc == 0 else []
+        if gpus:
+            gpu = gpus[0]
+            facts.update(
+                gpu_name=gpu["name"],
+                compute_capability=gpu["compute_capability"],
+                driver_version=gpu["driver_version"],
+                gpu_count=len(gpus),
+            )
+            facts.update(platform=platform_for(gpus), unified_memory=platform_for(gpus) == "gb10")
+    ptxas = os.path.join(params["cuda_home"], "bin", "ptxas")
+    if os.access(ptxas, os.X_OK):
+        facts["ptxas_path"] = ptxas
+        rc, out, _err = module.run_command([ptxas, "--version"])
+        facts["cuda_version"] = parse_cuda_release(out) if rc == 0 else None
+    systemctl = module.get_bin_path("systemctl")
+    if systemctl and os.path.isdir("/run/systemd/system"):
+        rc, out, _err = module.run_command([systemctl, "get-default"])
+        facts["default_target"] = out.strip() if rc == 0 else None
+    facts["vllm_version"] = vllm_version_in(params["release_dir"])
+    facts["release"] = describe_release(params["release_dir"], params["release_packages"])
+    facts["vllm_capabilities"] = (facts["release"] or {}).get("capabilities")
+    facts["rdma_devices"] = rdma_devices()
+    if params["platform"] != "auto":
+        facts["detected_platform"] = facts["platform"]
+        facts.update(platform=params["platform"], unified_memory=params["platform"] == "gb10")
+    facts = {key: value for key, value in facts.items() if value is not None}
+    facts["accounts"] = accounts(params["users"], params["groups"])
+    facts["packages"] = package_state(module.run_command, module.get_bin_path("dpkg-query"), params["packages"])
+    facts["paths"] = {path: path_state(path) for path in params["paths"]}
+    return facts
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "platform": {"type": "str", "choices": ["auto", "gb10", "cpu"], "default": "auto"},
+            "release_dir": {"type": "path"},
+            "release_packages": {"type": "bool", "default": False},
+            "meminfo": {"type": "path", "default": "/proc/meminfo"},
+            "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+            "cuda_home": {"type": "path", "default": "/usr/local/cuda"},
+            "users": {"type": "list", "elements": "str", "default": []},
+            "groups": {"type": "list", "elements": "str", "default": []},
+            "packages": {"type": "list", "elements": "str", "default": []},
+            "paths": {"type": "list", "elements": "path", "default": []},
+        },
+        supports_check_mode=True,
+    )
+    module.exit_json(changed=False, ansible_facts={"sparkfleet_facts": gather(module)})
+
+
+if __name__ == "__main__":
+    main()
