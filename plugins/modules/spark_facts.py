@@ -162,12 +162,9 @@ import platform as pyplatform
 import sys
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkfleet.vllm.plugins.module_utils.host_state import (  # noqa: F401 - the tests read them here
-    GB10_CAPABILITY,
-    canonical_name,
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.host_state import (
     describe_release,
     host_glibc,
-    installed_packages,
     parse_cuda_release,
     parse_gpu_query,
     parse_meminfo,
@@ -176,14 +173,9 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils.host_state import 
     vllm_version_in,
 )
 from ansible_collections.sparkfleet.vllm.plugins.module_utils.link_state import read_link
-from ansible_collections.sparkfleet.vllm.plugins.module_utils.model_state import (  # noqa: F401 - the tests read them here
-    MANIFEST,
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.model_state import (
     describe_model,
     describe_storage,
-    filesystem_type,
-    hub_complete,
-    hub_snapshot,
-    local_staged,
     resolve_model,
 )
 

@@ -119,7 +119,7 @@ def test_references_carry_the_pinned_commit_and_directories_stay_as_they_are() -
 
 def test_the_download_model_stage_runs_stages_exactly_the_pinned_commit_with_the_token_from_a_file(tmp_path: Path) -> None:
     """hub.yml's command, run for real: `hf download ID --revision COMMIT`, the token only in HF_TOKEN_PATH."""
-    from spark_facts import resolve_model
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils.model_state import resolve_model
 
     hf = Path(sys.executable).parent / "hf"
     if not hf.exists():

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-import spark_facts
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import link_state
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -31,10 +31,10 @@ BOTH_HALVES = ["rocep1s0f0", "roceP2p1s0f0"]
 
 
 def facts(case: str, interfaces: tuple[str, ...] = ()) -> LinkFacts:
-    return LinkFacts.model_validate(spark_facts.read_link(str(LINK / case), list(interfaces)))
+    return LinkFacts.model_validate(link_state.read_link(str(LINK / case), list(interfaces)))
 
 
-def test_spark_facts_reads_the_ports_and_their_netdevs_from_sysfs() -> None:
+def test_link_state_reads_the_ports_and_their_netdevs_from_sysfs() -> None:
     found = facts("gb10-one-cable", ("enp1s0f0np0", "../etc", "missing0"))
     ports = {p.device: p for p in found.rdma_ports}
     assert sorted(ports) == ["roceP2p1s0f0", "roceP2p1s0f1", "rocep1s0f0", "rocep1s0f1"]
@@ -180,7 +180,7 @@ def test_the_preflight_refuses_the_gb10_lock_nccl_for_a_graph_instance_over_two_
     lock = (LINK.parent / "locks" / "gb10-vllm-0.32.0.lock").read_text()
     version = lock.split("nvidia-nccl-cu13==", 1)[1].split()[0]
     assert version == "2.29.7"
-    members = {name: spark_facts.read_link(str(LINK / "gb10-one-cable"), ["enp1s0f0np0"]) for name in ("s1", "s2")}
+    members = {name: link_state.read_link(str(LINK / "gb10-one-cable"), ["enp1s0f0np0"]) for name in ("s1", "s2")}
     instances = [
         {"name": "big", "model": "m", "intent": {"nodes": 2, "tensor_parallel_size": 2}},
         {"name": "eager", "model": "m", "intent": {"nodes": 2, "profile": "memory-saver"}},
@@ -198,7 +198,7 @@ def test_the_preflight_refuses_the_gb10_lock_nccl_for_a_graph_instance_over_two_
     assert result["problems"][0].startswith("NCCL 2.29.7 (nvidia-nccl-cu13 in the release lock)")
     assert ", and big captures CUDA graphs across nodes" in result["problems"][0]  # not the eager one
     # The cpu platform captures no graphs; the sandbox's TCP link passes once accepted.
-    sandbox = {"h": spark_facts.read_link(str(LINK / "sandbox-veth"), ["eth1"])}
+    sandbox = {"h": link_state.read_link(str(LINK / "sandbox-veth"), ["eth1"])}
     cpu = link_check(sandbox, {"interface": "eth1", "platform": "cpu", "accept_sockets": True, "instances": instances})
     assert cpu["problems"] == [] and len(cpu["warnings"]) == 2
     with pytest.raises(PlanError, match="ray_cluster_accept_sockets"):
@@ -209,7 +209,7 @@ def test_two_sparks_on_the_default_release_pass_the_preflight_with_no_pin_of_the
     # The default gb10 release (vLLM 0.33.0) locks torch 2.14.0's NCCL 2.30.7 (resolved 2026-11-25).
     lock = (LINK.parent / "locks" / f"gb10-vllm-{NEWEST_RELEASE['gb10']}.lock").read_text()
     version = lock.split("nvidia-nccl-cu13==", 1)[1].split()[0]
-    members = {name: spark_facts.read_link(str(LINK / "gb10-one-cable"), ["enp1s0f0np0"]) for name in ("s1", "s2")}
+    members = {name: link_state.read_link(str(LINK / "gb10-one-cable"), ["enp1s0f0np0"]) for name in ("s1", "s2")}
     settings = {
         "interface": "enp1s0f0np0",
         "hcas": BOTH_HALVES,
@@ -229,7 +229,7 @@ def test_the_doctor_reports_the_preflight_and_each_measurement_of_the_link() -> 
         "interface": "enp1s0f0np0",
         "hcas": BOTH_HALVES,
         "platform": "gb10",
-        "facts": spark_facts.read_link(str(LINK / "gb10-one-cable"), ["enp1s0f0np0"]),
+        "facts": link_state.read_link(str(LINK / "gb10-one-cable"), ["enp1s0f0np0"]),
         "measurements": [
             {"peer": "spark02", "device": "rocep1s0f0", "tool": "ib_write_bw", "output": healthy},
             {"peer": "spark02", "device": "roceP2p1s0f0", "tool": "ib_write_bw", "output": degraded},
@@ -239,7 +239,7 @@ def test_the_doctor_reports_the_preflight_and_each_measurement_of_the_link() -> 
     assert findings["link: preflight"].status is Status.GREEN
     assert findings["link: bandwidth to spark02 over rocep1s0f0"].status is Status.GREEN
     assert findings["link: bandwidth to spark02 over roceP2p1s0f0"].status is Status.RED
-    shipped = {**link, "facts": spark_facts.read_link(str(LINK / "gb10-as-shipped"), []), "measurements": []}
+    shipped = {**link, "facts": link_state.read_link(str(LINK / "gb10-as-shipped"), []), "measurements": []}
     reds = [f for f in diagnose({"link": shipped}, "spark01") if f.status is Status.RED]
     assert len(reds) == 2 and all("MTU 1500" in f.detail for f in reds)
 
@@ -250,7 +250,7 @@ def test_the_doctor_reads_the_loop_results_ansible_registered() -> None:
     link = {
         "interface": "eth1",
         "accept_sockets": True,
-        "facts": spark_facts.read_link(str(LINK / "sandbox-veth"), ["eth1"]),
+        "facts": link_state.read_link(str(LINK / "sandbox-veth"), ["eth1"]),
         "tool": "iperf3",
         "devices": ["eth1"],
         "runs": [

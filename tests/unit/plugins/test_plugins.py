@@ -4,32 +4,32 @@ from pathlib import Path
 
 import pytest
 import serve_plan as filter_plugin
-import spark_facts
 from ansible.errors import AnsibleFilterError
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import host_state
 
 
 def test_facts_parsers_on_real_h200_and_built_gb10(fixtures: Path) -> None:
-    h200 = spark_facts.parse_gpu_query((fixtures / "nvidia-h200-driver580" / "query-gpu.csv").read_text())
+    h200 = host_state.parse_gpu_query((fixtures / "nvidia-h200-driver580" / "query-gpu.csv").read_text())
     assert h200[0] == {
         "name": "NVIDIA H200",
         "compute_capability": "9.0",
         "driver_version": "580.159.04",
         "memory_total": "143771 MiB",
     }
-    header = spark_facts.parse_gpu_query((fixtures / "nvidia-h200-driver580" / "query-gpu-header.csv").read_text())
+    header = host_state.parse_gpu_query((fixtures / "nvidia-h200-driver580" / "query-gpu-header.csv").read_text())
     assert header[0]["compute_capability"] == "9.0"
-    gb10 = spark_facts.parse_gpu_query((fixtures / "gb10-built" / "query-gpu.csv").read_text())
-    assert gb10[0]["compute_capability"] == spark_facts.GB10_CAPABILITY
-    assert spark_facts.platform_for(h200) == "unsupported-gpu"
-    assert spark_facts.platform_for(gb10) == "gb10"
-    assert spark_facts.platform_for([]) == "cpu"
-    mem = spark_facts.parse_meminfo((fixtures / "nvidia-h200-driver580" / "meminfo.txt").read_text())
+    gb10 = host_state.parse_gpu_query((fixtures / "gb10-built" / "query-gpu.csv").read_text())
+    assert gb10[0]["compute_capability"] == host_state.GB10_CAPABILITY
+    assert host_state.platform_for(h200) == "unsupported-gpu"
+    assert host_state.platform_for(gb10) == "gb10"
+    assert host_state.platform_for([]) == "cpu"
+    mem = host_state.parse_meminfo((fixtures / "nvidia-h200-driver580" / "meminfo.txt").read_text())
     assert mem == {"mem_total_bytes": 131981020 * 1024, "mem_available_bytes": 131493044 * 1024}
-    assert spark_facts.parse_cuda_release((fixtures / "nvidia-h200-driver580" / "cuda.txt").read_text()) == "13.0"
+    assert host_state.parse_cuda_release((fixtures / "nvidia-h200-driver580" / "cuda.txt").read_text()) == "13.0"
 
 
 def _gb10_facts(fixtures: Path) -> dict[str, object]:
-    mem = spark_facts.parse_meminfo((fixtures / "gb10-built" / "meminfo.txt").read_text())
+    mem = host_state.parse_meminfo((fixtures / "gb10-built" / "meminfo.txt").read_text())
     return {"platform": "gb10", "compute_capability": "12.1", "vllm_version": "0.32.0", **mem}
 
 

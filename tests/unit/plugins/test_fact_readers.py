@@ -4,7 +4,7 @@ import json
 import os
 from pathlib import Path
 
-import spark_facts
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import host_state, model_state
 
 
 def hub_model(hf_home: Path, model_id: str, revision: str = "abc123", shards: int = 2) -> Path:
@@ -25,7 +25,7 @@ def hub_model(hf_home: Path, model_id: str, revision: str = "abc123", shards: in
 
 def test_hub_model_resolves_through_refs_and_is_complete(tmp_path: Path) -> None:
     snapshot = hub_model(tmp_path, "org/model")
-    found = spark_facts.resolve_model({"id": "org/model"}, str(tmp_path), str(tmp_path / "store"))
+    found = model_state.resolve_model({"id": "org/model"}, str(tmp_path), str(tmp_path / "store"))
     assert found["path"] == str(snapshot) and found["source"] == "hub" and found["complete"]
     assert found["weight_bytes"] == 2000 and found["config"] == {"model_type": "llama"}
 
@@ -33,16 +33,16 @@ def test_hub_model_resolves_through_refs_and_is_complete(tmp_path: Path) -> None
 def test_hub_model_with_a_missing_shard_or_a_partial_blob_is_incomplete(tmp_path: Path) -> None:
     snapshot = hub_model(tmp_path, "org/model")
     (snapshot / "model-00002-of-00002.safetensors").unlink()
-    assert not spark_facts.resolve_model({"id": "org/model"}, str(tmp_path), None)["complete"]
+    assert not model_state.resolve_model({"id": "org/model"}, str(tmp_path), None)["complete"]
     (snapshot / "model-00002-of-00002.safetensors").write_bytes(b"\0")
     (snapshot.parent.parent / "blobs" / "deadbeef.incomplete").write_bytes(b"")
-    assert not spark_facts.resolve_model({"id": "org/model"}, str(tmp_path), None)["complete"]
+    assert not model_state.resolve_model({"id": "org/model"}, str(tmp_path), None)["complete"]
 
 
 def test_pinned_revision_and_missing_model(tmp_path: Path) -> None:
     hub_model(tmp_path, "org/model", revision="f00d")
-    assert spark_facts.resolve_model({"id": "org/model", "revision": "f00d"}, str(tmp_path), None)["complete"]
-    missing = spark_facts.resolve_model({"id": "org/other"}, str(tmp_path), None)
+    assert model_state.resolve_model({"id": "org/model", "revision": "f00d"}, str(tmp_path), None)["complete"]
+    missing = model_state.resolve_model({"id": "org/other"}, str(tmp_path), None)
     assert missing["present"] is False and missing["complete"] is False
 
 
@@ -51,13 +51,13 @@ def test_local_model_needs_a_manifest_that_matches_the_files(tmp_path: Path) -> 
     model.mkdir(parents=True)
     (model / "config.json").write_text("{}")
     (model / "model.safetensors").write_bytes(b"\0" * 10)
-    found = spark_facts.resolve_model({"id": "sandbox/tiny"}, None, str(tmp_path / "store"))
+    found = model_state.resolve_model({"id": "sandbox/tiny"}, None, str(tmp_path / "store"))
     assert found["source"] == "local" and found["present"] and not found["complete"]
     manifest = {"files": {"config.json": 2, "model.safetensors": 10}}
-    (model / spark_facts.MANIFEST).write_text(json.dumps(manifest))
-    assert spark_facts.resolve_model({"id": "sandbox/tiny"}, None, str(tmp_path / "store"))["complete"]
+    (model / model_state.MANIFEST).write_text(json.dumps(manifest))
+    assert model_state.resolve_model({"id": "sandbox/tiny"}, None, str(tmp_path / "store"))["complete"]
     (model / "model.safetensors").write_bytes(b"\0" * 5)
-    assert not spark_facts.resolve_model({"id": "sandbox/tiny"}, None, str(tmp_path / "store"))["complete"]
+    assert not model_state.resolve_model({"id": "sandbox/tiny"}, None, str(tmp_path / "store"))["complete"]
 
 
 def test_release_is_reported_through_the_current_link(tmp_path: Path) -> None:
@@ -66,18 +66,18 @@ def test_release_is_reported_through_the_current_link(tmp_path: Path) -> None:
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+cpu\n")
     (tmp_path / "current").symlink_to(release)
-    assert spark_facts.describe_release(str(tmp_path / "current")) == {
+    assert host_state.describe_release(str(tmp_path / "current")) == {
         "path": str(release),
         "id": "cpu-0.32.0-abc",
         "vllm_version": "0.32.0+cpu",
         "capabilities": [],
     }
-    assert spark_facts.describe_release(str(tmp_path / "missing")) is None
+    assert host_state.describe_release(str(tmp_path / "missing")) is None
     # A fork release's manifest records what it declared it carries beyond its version.
     (release / ".sparkfleet-release.json").write_text(
         json.dumps({"release_id": "cpu-0.32.0-abc", "capabilities": ["dflash"]})
     )
-    assert spark_facts.describe_release(str(tmp_path / "current"))["capabilities"] == ["dflash"]
+    assert host_state.describe_release(str(tmp_path / "current"))["capabilities"] == ["dflash"]
 
 
 def test_a_staged_model_is_as_staged_while_sizes_and_times_match(tmp_path: Path) -> None:
@@ -90,13 +90,13 @@ def test_a_staged_model_is_as_staged_while_sizes_and_times_match(tmp_path: Path)
         "config.json": [2, (model / "config.json").stat().st_mtime],
         "model.safetensors": [10, weights.stat().st_mtime],
     }
-    (model / spark_facts.MANIFEST).write_text(json.dumps({"source": "sha256:abc", "files": recorded}))
-    found = spark_facts.resolve_model({"id": "m"}, None, str(tmp_path / "store"))
+    (model / model_state.MANIFEST).write_text(json.dumps({"source": "sha256:abc", "files": recorded}))
+    found = model_state.resolve_model({"id": "m"}, None, str(tmp_path / "store"))
     assert found["complete"] and found["source_stamp"] == "sha256:abc"
     # Rewritten in place with the same size: the time moved, so the model is no longer as staged.
     weights.write_bytes(b"\1" * 10)
     os.utime(weights, (1, 1))
-    assert not spark_facts.resolve_model({"id": "m"}, None, str(tmp_path / "store"))["complete"]
+    assert not model_state.resolve_model({"id": "m"}, None, str(tmp_path / "store"))["complete"]
 
 
 def test_a_model_reports_its_largest_shard_and_its_filesystem(tmp_path: Path) -> None:
@@ -106,15 +106,15 @@ def test_a_model_reports_its_largest_shard_and_its_filesystem(tmp_path: Path) ->
     mounts.write_text(
         f"/dev/vda / ext4 rw 0 0\nserver:/export {tmp_path / 'hf'} nfs4 rw 0 0\ntmpfs {tmp_path}/other tmpfs rw 0 0\n"
     )
-    found = spark_facts.describe_model(str(snapshot))
+    found = model_state.describe_model(str(snapshot))
     assert found["largest_weight_file_bytes"] == 2500
-    assert spark_facts.filesystem_type(str(snapshot), str(mounts)) == "nfs4"
-    assert spark_facts.filesystem_type(str(tmp_path / "elsewhere"), str(mounts)) == "ext4"
-    assert spark_facts.filesystem_type(str(snapshot), str(tmp_path / "no-such-table")) is None
+    assert model_state.filesystem_type(str(snapshot), str(mounts)) == "nfs4"
+    assert model_state.filesystem_type(str(tmp_path / "elsewhere"), str(mounts)) == "ext4"
+    assert model_state.filesystem_type(str(snapshot), str(tmp_path / "no-such-table")) is None
 
 
 def test_storage_is_measured_at_the_nearest_existing_directory(tmp_path: Path) -> None:
-    found = spark_facts.describe_storage(str(tmp_path / "not" / "yet" / "made"))
+    found = model_state.describe_storage(str(tmp_path / "not" / "yet" / "made"))
     assert found["measured_at"] == str(tmp_path)
     assert found["free_bytes"] > 0 and found["device"] == os.stat(tmp_path).st_dev
     assert found["path"] == str(tmp_path / "not" / "yet" / "made")
