@@ -35,6 +35,7 @@ ROLE_LINE = re.compile(r"^(\S+)\s+-+\s+([\d.]+)s$")
 RECAP = re.compile(r"^\S+\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
 TASK_BANNER = re.compile(r"^TASK \[", re.MULTILINE)
 MODULE_CALL = re.compile(r"^Using module file ", re.MULTILINE)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # What a no-op re-converge of the sandbox host (door, chat UI and monitoring on) may cost: it is measured, and
 # lowered by each change that cuts it. Issue 31's target is 120 tasks and 20 module calls.
 NOOP_BUDGET = {"tasks": 226, "module_calls": 53}
@@ -59,7 +60,9 @@ def inventory(host: str = HOST) -> Path:
 
 
 def converge(hosts: Path, *extra: str) -> tuple[float, dict[str, float], int, str]:
-    env = dict(os.environ, ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_roles", ANSIBLE_FORCE_COLOR="0")
+    # Molecule asks for colour (PY_COLORS, ANSIBLE_FORCE_COLOR); -vvv lines then start with an escape code.
+    env = {key: value for key, value in os.environ.items() if key not in {"PY_COLORS", "FORCE_COLOR"}}
+    env.update(ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_roles", ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
     start = time.monotonic()
     run = subprocess.run(
         ["ansible-playbook", "-i", str(hosts), *extra, str(ROOT / "playbooks" / "site.yml")],
@@ -70,6 +73,7 @@ def converge(hosts: Path, *extra: str) -> tuple[float, dict[str, float], int, st
         check=False,
     )
     wall = time.monotonic() - start
+    run.stdout = ANSI.sub("", run.stdout)
     if run.returncode != 0:
         sys.exit(f"site playbook failed (rc {run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-2000:]}")
     roles = {m.group(1): float(m.group(2)) for m in map(ROLE_LINE.match, run.stdout.splitlines()) if m}
@@ -139,6 +143,9 @@ def within_budget(hosts: Path, host: str) -> int:
     """One -vvv no-op re-converge: nothing changes, and its tasks and module calls stay within NOOP_BUDGET."""
     _, _, changed, verbose = converge(hosts, "-vvv", "--limit", host)
     tasks, calls = len(TASK_BANNER.findall(verbose)), len(MODULE_CALL.findall(verbose))
+    if tasks == 0 or calls == 0:
+        print(f"FAIL nothing counted ({tasks} tasks, {calls} module calls): was -vvv's output read?")
+        return 1
     print(f"no-op re-converge of {host}: changed={changed}, {tasks} tasks, {calls} module calls (budget {NOOP_BUDGET})")
     for owner, (owner_tasks, owner_calls) in sorted(per_role(verbose).items(), key=lambda item: -item[1][1]):
         print(f"  {owner:<34}  {owner_tasks:4d} tasks {owner_calls:4d} calls")

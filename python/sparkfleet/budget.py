@@ -117,7 +117,8 @@ def memory_budget(host: HostFacts, profile: ModelProfile, intent: Intent, r: Res
             )
         return Budget(int(kv_gib * GIB), util, nk, reserve, baseline)
 
-    usable = min(cap * total, total - reserve - baseline)
+    planned_cap = mem.planned_utilization_cap(host.platform is Platform.GB10, intent.nodes, r.max_model_len)
+    usable = min(planned_cap * total, total - reserve - baseline)
     room_for_kv = usable - nk.total
     if intent.profile is ServeProfile.THROUGHPUT:
         kv_bytes = max(0, int(room_for_kv * GIB))
@@ -137,4 +138,4 @@ def memory_budget(host: HostFacts, profile: ModelProfile, intent: Intent, r: Res
             _suggestions(profile, intent, r, geo, room_for_kv) + scheduler,
         )
     util = mem.round_up((nk.profiled(in_budget) + kv_bytes / GIB) / total)
-    return Budget(kv_bytes, min(util, cap), nk, reserve, baseline)
+    return Budget(kv_bytes, min(util, planned_cap), nk, reserve, baseline)

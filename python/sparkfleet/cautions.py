@@ -74,12 +74,23 @@ def plan_warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: Res
             f"vLLM {r.version} is newer than sparkfleet's rules, which were proved on {SUPPORTED_MAX}: planned with "
             "those rules; the release's own parser checks the argv on the host before the unit switches"
         )
+    given = intent.gpu_memory_utilization
+    safe = mem.planned_utilization_cap(host.platform is Platform.GB10, intent.nodes, r.max_model_len)
+    if given is not None and given > safe:
+        out.append(
+            f"gpu_memory_utilization {given} is above {safe}, the most the field runs this layout at under load "
+            f"(Xid 43 and OOM above it: {SEED_SM121})"
+        )
     if r.enforce_eager and host.platform is Platform.GB10:
         out.append(
             "memory-saver runs with --enforce-eager: about 55% lower decode throughput on GB10 "
             f"(59 -> 26 tok/s in {SEED_SM121})"
         )
-    if r.kv_cache_dtype == "fp8" and not profile.kv_fp8_recommended:
+    # fp8 KV is the tested recipe where the profile recommends it, and where the MTP recipe requires it.
+    fp8_in_recipe = profile.kv_fp8_recommended or (
+        intent.speculative is SpeculativeMethod.MTP and profile.speculative.mtp_requires_fp8_kv
+    )
+    if r.kv_cache_dtype == "fp8" and not fp8_in_recipe:
         out.append(f"fp8 KV on {profile.id} is not from its tested recipe: check output quality ({SEED_VLLM_BLOG})")
     if intent.speculative is SpeculativeMethod.DFLASH and profile.checkpoint_format.is_fp4:
         out.append(f"DFlash acceptance collapses on quantized targets under stock vLLM ({SEED_GUIDE} §7.1.1)")

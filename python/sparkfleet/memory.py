@@ -62,6 +62,24 @@ GB10_REFERENCE_TOTAL_GIB = 121.69
 # vLLM on GB10 must never be asked for more than this share of unified memory.
 GB10_MAX_UTILIZATION = 0.90
 GB10_MAX_UTILIZATION_SOURCE = f"{SEED_SM121}: hard limit, never exceed 0.90 (OOM, Xid 43)"
+# What the planner itself plans at most: the field's safe range under load, and lower again for a long context
+# across Sparks, where Xid 43 stopped only at 0.82.
+GB10_PLANNED_UTILIZATION = 0.87
+GB10_PLANNED_UTILIZATION_SOURCE = f"{SEED_SM121}: in practice 0.85-0.87 is the safe range for most models"
+GB10_LONG_CLUSTER_CONTEXT = 131072
+GB10_LONG_CLUSTER_UTILIZATION = 0.82
+GB10_LONG_CLUSTER_UTILIZATION_SOURCE = (
+    f"{SEED_SM121}: at 131K context with large KV caches, 0.82 stopped Xid 43 on the two-node cluster"
+)
+
+
+def planned_utilization_cap(gb10: bool, nodes: int, max_model_len: int) -> float:
+    """The most the planner plans on its own; a user's explicit value may go up to GB10_MAX_UTILIZATION."""
+    if not gb10:
+        return 1.0
+    if nodes > 1 and max_model_len >= GB10_LONG_CLUSTER_CONTEXT:
+        return GB10_LONG_CLUSTER_UTILIZATION
+    return GB10_PLANNED_UTILIZATION
 
 
 @dataclass(frozen=True)

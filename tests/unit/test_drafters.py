@@ -226,3 +226,12 @@ def test_cli_model_dir_loads_the_model_and_its_draft_from_there() -> None:
     assert argv[2] == "/srv/coder" and speculative_config(argv)["model"] == "/srv/coder/assistant"
     relative = subprocess.run([*command, "--model-dir", "srv/coder"], capture_output=True, text=True, check=False)
     assert relative.returncode != 0 and "--model-dir" in relative.stderr
+
+
+def test_fp8_kv_that_the_mtp_recipe_requires_is_not_cautioned_as_outside_it() -> None:
+    """Seed 002 §7.2.3: the coder's MTP recipe requires fp8 KV; fp8 without MTP is still outside the recipe."""
+    with_mtp = plan(spark(), CODER, CODER_MTP, model_dir=f"/var/lib/sparkfleet/models/{CODER.id}")
+    assert with_mtp.kv_cache_dtype == "fp8"
+    assert not [w for w in with_mtp.warnings if "not from its tested recipe" in w]
+    fp8_alone = plan(spark(), CODER, Intent(kv_cache_dtype="fp8", max_context=16384, concurrency=2))
+    assert [w for w in fp8_alone.warnings if "not from its tested recipe" in w]

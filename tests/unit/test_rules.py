@@ -248,3 +248,24 @@ def test_prebuilt_flashinfer_kernels_take_the_first_start_compiles_out_of_the_pl
     assert prebuilt.env["MAX_JOBS"] == "1"
     assert any(kernels in r.reason for r in prebuilt.reasons if r.item == "MAX_JOBS=1")
     assert prebuilt.kv_cache_memory_bytes >= compiled.kv_cache_memory_bytes
+
+
+def test_planned_utilization_stays_in_the_fields_safe_range_and_a_higher_given_one_is_cautioned() -> None:
+    """Seed 004: 0.85-0.87 is safe under load, 0.82 stopped Xid 43 at 131K on two nodes, 0.90 is the hard limit."""
+    qwen = get_profile("nvidia/Qwen3.6-35B-A3B-NVFP4")
+    filled = plan(spark(), qwen, Intent(profile="throughput", max_context=65536, concurrency=4, trust_remote_code=True))
+    assert filled.gpu_memory_utilization == pytest.approx(0.87)
+    long_cluster = Intent(
+        profile="throughput",
+        max_context=131072,
+        concurrency=2,
+        nodes=2,
+        tensor_parallel_size=2,
+        cluster_backend="ray",
+        trust_remote_code=True,
+    )
+    assert plan(spark(), qwen, long_cluster).gpu_memory_utilization <= 0.82
+    given = plan(spark(), qwen, Intent(gpu_memory_utilization=0.89, max_context=65536, trust_remote_code=True))
+    assert [w for w in given.warnings if "0.89 is above 0.87" in w and "Xid 43" in w]
+    with pytest.raises(PlanError, match="above the 0.9 cap"):
+        plan(spark(), qwen, Intent(gpu_memory_utilization=0.91, max_context=65536, trust_remote_code=True))

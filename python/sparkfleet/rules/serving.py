@@ -106,8 +106,10 @@ def memory_flags(s: Settings) -> list[Entry]:
                 "--gpu-memory-utilization",
                 f"{s.gpu_memory_utilization:.2f}",
                 reason="vLLM refuses to start unless host MemAvailable >= this share of unified "
-                "memory; set to the plan's footprint, capped at 0.90",
-                source=f"{vllm('§1.2, §1.4')}; {SEED_SM121} (never exceed 0.90)",
+                "memory; set to the plan's footprint, planned at most 0.87 (0.82 for a 131K context across "
+                "Sparks), never above 0.90",
+                source=f"{vllm('§1.2, §1.4')}; {SEED_SM121} (0.85-0.87 safe, 0.82 stopped Xid 43 at 131K on two "
+                "nodes, never exceed 0.90)",
             )
         )
     if s.kv_cache_dtype == "fp8":
