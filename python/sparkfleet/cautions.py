@@ -17,13 +17,16 @@ from .models import (
     Platform,
     SpeculativeMethod,
 )
+from .rules.speculation import SPECULATION_OFF_AT
 from .sources import SEED_GUIDE, SEED_SM121, SEED_VLLM_BLOG
 from .versions import (
     ENV_VARS,
+    FIRST_SPECULATION_SCHEDULE,
     SUPPORTED_MAX,
     EnvState,
     VllmVersion,
     env_state,
+    has_speculation_schedule,
     in_supported_range,
 )
 
@@ -92,6 +95,15 @@ def plan_warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: Res
     )
     if r.kv_cache_dtype == "fp8" and not fp8_in_recipe:
         out.append(f"fp8 KV on {profile.id} is not from its tested recipe: check output quality ({SEED_VLLM_BLOG})")
+    if (
+        intent.speculative is not SpeculativeMethod.NONE
+        and intent.concurrency >= SPECULATION_OFF_AT
+        and not has_speculation_schedule(r.version)
+    ):
+        out.append(
+            f"speculation runs at every batch size on vLLM {r.version}: with {SPECULATION_OFF_AT} or more running requests "
+            f"it costs total throughput ({SEED_GUIDE} §14.7); vLLM {FIRST_SPECULATION_SCHEDULE}+ turns it off there"
+        )
     if intent.speculative is SpeculativeMethod.DFLASH and profile.checkpoint_format.is_fp4:
         out.append(f"DFlash acceptance collapses on quantized targets under stock vLLM ({SEED_GUIDE} §7.1.1)")
     if intent.nodes > 1 and host.platform is Platform.CPU and intent.cluster_backend is ClusterBackend.RAY:

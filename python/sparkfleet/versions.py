@@ -154,6 +154,17 @@ ENV_VARS: dict[str, EnvHistory] = {
 # DFlash speculative decoding first shipped in 0.21.0 (seed 002 §14.5, vLLM PR #41880).
 FIRST_DFLASH = "0.21.0"
 
+# Speculation switched off from a batch size on: the V0 flag --speculative-disable-by-batch-size the field pairs with
+# speculation (seed 002 §14.3, §14.6, §14.7) went unused with V0 in 0.10 and was removed (vLLM PR #35060). Its V1 form
+# is the speculative config's num_speculative_tokens_per_batch_size schedule (vLLM PR #32374), planned from the
+# first release whose source it is checked against here (vllm/v1/spec_decode/dynamic/utils.py in 0.32.0).
+FIRST_SPECULATION_SCHEDULE = "0.32.0"
+
+
+def has_speculation_schedule(version: VllmVersion) -> bool:
+    return version.at_least(FIRST_SPECULATION_SCHEDULE)
+
+
 # What a release built from a fork may declare it carries ahead of its base version (the DFlash fork
 # of seed 002 §14.5 ran it on 0.19): each with the upstream release that first carries it.
 CAPABILITIES: dict[str, str] = {"dflash": FIRST_DFLASH}

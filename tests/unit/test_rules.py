@@ -9,7 +9,7 @@ from conftest import cpu_host, spark
 
 from sparkfleet.catalog import get_profile, load_catalog
 from sparkfleet.errors import PlanError
-from sparkfleet.models import HostFacts, Intent
+from sparkfleet.models import HostFacts, Intent, ServePlan
 from sparkfleet.planner import plan
 from sparkfleet.versions import VllmVersion
 
@@ -269,3 +269,42 @@ def test_planned_utilization_stays_in_the_fields_safe_range_and_a_higher_given_o
     assert [w for w in given.warnings if "0.89 is above 0.87" in w and "Xid 43" in w]
     with pytest.raises(PlanError, match="above the 0.9 cap"):
         plan(spark(), qwen, Intent(gpu_memory_utilization=0.91, max_context=65536, trust_remote_code=True))
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "nvidia/Gemma-4-31B-IT-NVFP4",
+        "bg-digitalservices/Gemma-4-26B-A4B-it-NVFP4",
+        "sakamakismile/gemma-4-12B-coder-fable5-composer2.5-MTP-NVFP4",
+    ],
+)
+def test_gemma_4_serves_with_thinking_on_as_its_recipes_do(model: str) -> None:
+    """Seed 002 §7.2.2-7.2.3: thinking is off by default on Gemma 4, and the field turns it on server-wide."""
+    profile = get_profile(model)
+    result = plan(spark(), profile, Intent(max_context=16384, trust_remote_code=True))
+    kwargs = result.flags[[flag.name for flag in result.flags].index("--default-chat-template-kwargs")]
+    assert json.loads(kwargs.values[0]) == {"enable_thinking": True}
+    assert "seed 002 §7.2" in profile.sources["chat_template_kwargs"]
+    # A client's own setting, and the intent's, still win.
+    off = plan(
+        spark(), profile, Intent(max_context=16384, trust_remote_code=True, chat_template_kwargs={"enable_thinking": False})
+    )
+    assert '{"enable_thinking":false}' in off.argv
+
+
+def speculative_config(result: ServePlan) -> str:
+    return next(flag.values[0] for flag in result.flags if flag.name == "--speculative-config")
+
+
+def test_speculation_is_scheduled_off_under_load_where_vllm_can_and_cautioned_where_it_cannot() -> None:
+    """Seed 002 §14.3/§14.7: speculation costs throughput under load; the field turns it off from 32 requests."""
+    qwen = get_profile("nvidia/Qwen3.6-35B-A3B-NVFP4")
+    busy = Intent(speculative="mtp", max_context=2048, concurrency=32, trust_remote_code=True)
+    config = json.loads(speculative_config(plan(spark("0.33.0"), qwen, busy)))
+    assert config["num_speculative_tokens_per_batch_size"] == [[1, 31, config["num_speculative_tokens"]], [32, 32, 0]]
+    quiet = plan(spark("0.33.0"), qwen, busy.model_copy(update={"concurrency": 4}))
+    assert "num_speculative_tokens_per_batch_size" not in speculative_config(quiet)
+    older = plan(spark("0.23.0"), qwen, busy)
+    assert "num_speculative_tokens_per_batch_size" not in speculative_config(older)
+    assert [w for w in older.warnings if "speculation runs at every batch size on vLLM 0.23.0" in w]

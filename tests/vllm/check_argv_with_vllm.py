@@ -108,6 +108,17 @@ def check_speculative_config(config: dict[str, object]) -> None:
         raise ParseError(f"--speculative-config: model {draft!r} is neither an absolute directory nor ORG/NAME")
 
 
+def check_speculation_schedule(config: dict[str, object], max_num_seqs: int) -> None:
+    """The per-batch-size schedule, through vLLM's own validation and the lookup its scheduler builds from it."""
+    from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
+
+    lookup = build_dynamic_sd_schedule_lookup(
+        config["num_speculative_tokens_per_batch_size"], max_num_seqs, int(str(config["num_speculative_tokens"]))
+    )
+    if lookup[1] != config["num_speculative_tokens"] or lookup[max_num_seqs] != 0:
+        raise ParseError(f"--speculative-config: the schedule's lookup {lookup[1:]} does not end speculation under load")
+
+
 def check(argv: list[str]) -> None:
     assert argv[:2] == ["vllm", "serve"], argv[:2]
     parser = make_arg_parser(RaisingParser(description="vllm serve"))
@@ -121,6 +132,8 @@ def check(argv: list[str]) -> None:
         raise ParseError(f"--load-format {engine_args.load_format!r} is not one of vLLM's LoadFormats")
     if args.speculative_config:
         check_speculative_config(args.speculative_config)
+        if "num_speculative_tokens_per_batch_size" in args.speculative_config:
+            check_speculation_schedule(args.speculative_config, engine_args.max_num_seqs)
     if "--nnodes" in argv:
         rank = int(argv[argv.index("--node-rank") + 1])
         parsed = (engine_args.nnodes, engine_args.node_rank, engine_args.distributed_executor_backend, args.headless)
@@ -146,6 +159,8 @@ def main() -> int:
         extra = {}
         if profile.speculative.mtp:
             extra["mtp"] = Intent(trust_remote_code=True, speculative="mtp", max_context=16384, concurrency=2)
+            # Many users behind the door: speculation is scheduled off from 32 running requests.
+            extra["mtp-busy"] = Intent(trust_remote_code=True, speculative="mtp", max_context=2048, concurrency=32)
         if profile.speculative.dflash_drafter:
             extra["dflash"] = Intent(trust_remote_code=True, speculative="dflash", max_context=16384, concurrency=2)
         if profile.long_context_max:

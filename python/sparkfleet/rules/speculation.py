@@ -9,7 +9,7 @@ from ..models import (
     SpeculativeMethod,
 )
 from ..sources import SEED_GUIDE
-from ..versions import capability_origin
+from ..versions import FIRST_SPECULATION_SCHEDULE, capability_origin, has_speculation_schedule
 from .base import Entry, Settings, arg, env
 
 
@@ -28,6 +28,17 @@ def load_strategy(s: Settings) -> list[Entry]:
     return [arg(flag, value, reason=f"load {s.load.strategy.value}: {s.load.reason}", source=s.load.source)]
 
 
+# From this many running requests on, speculation costs more total throughput than it saves latency.
+SPECULATION_OFF_AT = 32
+
+
+def speculation_schedule(s: Settings) -> list[list[int]] | None:
+    """K drafted tokens below SPECULATION_OFF_AT running requests, none from there on (vLLM's per-batch-size schedule)."""
+    if s.max_num_seqs < SPECULATION_OFF_AT or not has_speculation_schedule(s.version):
+        return None
+    return [[1, SPECULATION_OFF_AT - 1, s.speculative_tokens], [SPECULATION_OFF_AT, s.max_num_seqs, 0]]
+
+
 def speculative(s: Settings) -> list[Entry]:
     method = s.intent.speculative
     if method is SpeculativeMethod.NONE:
@@ -44,6 +55,14 @@ def speculative(s: Settings) -> list[Entry]:
         # A relative path would be read as a hub repository's name: the bundled draft is given by absolute path.
         config["model"] = posixpath.join(s.model_dir, s.profile.speculative.mtp_draft_subdir)
         source += f"; the draft bundled in the model's {s.profile.speculative.mtp_draft_subdir}/ ({SEED_GUIDE} §7.2.3)"
+    schedule = speculation_schedule(s)
+    if schedule:
+        config["num_speculative_tokens_per_batch_size"] = schedule
+        source += (
+            f"; off from {SPECULATION_OFF_AT} running requests ({SEED_GUIDE} §14.3, §14.7: it costs throughput under "
+            f"load), by vLLM's per-batch-size schedule (PR #32374; the V0 flag is gone), "
+            f"checked on {FIRST_SPECULATION_SCHEDULE}+"
+        )
     if method is SpeculativeMethod.DFLASH:
         config.setdefault("model", s.profile.speculative.dflash_drafter)
         source += f"; capability dflash: {capability_origin('dflash', s.version, s.host.vllm_capabilities)}"
