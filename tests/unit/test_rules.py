@@ -308,3 +308,14 @@ def test_speculation_is_scheduled_off_under_load_where_vllm_can_and_cautioned_wh
     older = plan(spark("0.23.0"), qwen, busy)
     assert "num_speculative_tokens_per_batch_size" not in speculative_config(older)
     assert [w for w in older.warnings if "speculation runs at every batch size on vLLM 0.23.0" in w]
+
+
+def test_the_qwen36_mtp_draft_runs_its_moe_on_triton_on_gb10_as_its_recipe_does() -> None:
+    """Seed 002 §7.1.1: the MTP draft's MoE layers on triton beside the target's --moe-backend marlin."""
+    qwen = get_profile("nvidia/Qwen3.6-35B-A3B-NVFP4")
+    mtp = Intent(speculative="mtp", max_context=16384, concurrency=2, trust_remote_code=True)
+    on_spark = plan(spark(), qwen, mtp)
+    assert json.loads(speculative_config(on_spark))["moe_backend"] == "triton"
+    assert on_spark.argv[on_spark.argv.index("--moe-backend") + 1] == "marlin"
+    assert "seed 002 §7.1.1" in next(f.source for f in on_spark.flags if f.name == "--speculative-config")
+    assert "moe_backend" not in speculative_config(plan(cpu_host(), qwen, mtp))

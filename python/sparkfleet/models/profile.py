@@ -65,6 +65,9 @@ class SpeculativeSupport(Strict):
     mtp_draft_subdir: str | None = None
     mtp_draft_weights_gib: Annotated[float, Field(ge=0)] = 0.0
     mtp_requires_fp8_kv: bool = False
+    # The MoE kernel of the MTP draft's own layers on GB10 (the speculative config's moe_backend), where its recipe
+    # pins one apart from the target's --moe-backend.
+    mtp_moe_backend: Literal["triton", "marlin"] | None = None
     dflash_drafter: str | None = None
     dflash_drafter_weights_gib: float = 0.0
     dflash_default_tokens: int = 15

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import posixpath
 
-from ..models import (
-    SpeculativeMethod,
-)
+from ..models import Platform, SpeculativeMethod
 from ..sources import SEED_GUIDE
 from ..versions import FIRST_SPECULATION_SCHEDULE, capability_origin, has_speculation_schedule
 from .base import Entry, Settings, arg, env
@@ -55,6 +53,9 @@ def speculative(s: Settings) -> list[Entry]:
         # A relative path would be read as a hub repository's name: the bundled draft is given by absolute path.
         config["model"] = posixpath.join(s.model_dir, s.profile.speculative.mtp_draft_subdir)
         source += f"; the draft bundled in the model's {s.profile.speculative.mtp_draft_subdir}/ ({SEED_GUIDE} §7.2.3)"
+    if method is SpeculativeMethod.MTP and s.profile.speculative.mtp_moe_backend and s.host.platform is Platform.GB10:
+        config["moe_backend"] = s.profile.speculative.mtp_moe_backend
+        source += f"; the draft's MoE on {config['moe_backend']}: {s.profile.sources['mtp_moe_backend']}"
     schedule = speculation_schedule(s)
     if schedule:
         config["num_speculative_tokens_per_batch_size"] = schedule
