@@ -29,6 +29,7 @@ from .models import (
 )
 from .requestsize import SOURCE as REQUEST_SOURCE
 from .requestsize import max_request_mib
+from .rules.kernels import NVFP4_DECISION_SOURCE, NVFP4_FORMATS
 from .versions import (
     FLAGS,
     VllmVersion,
@@ -183,6 +184,18 @@ def plan(
     if load.flag is None:
         # vLLM's default needs no flag; the plan still says why it loads that way.
         reasons.append(Reason(item=f"load {load.strategy.value}", reason=load.reason, source=load.source))
+    if (
+        host.platform is Platform.GB10
+        and profile.checkpoint_format in NVFP4_FORMATS
+        and not any(e.name in {"--linear-backend", "VLLM_NVFP4_GEMM_BACKEND"} for e in entries)
+    ):
+        reasons.append(
+            Reason(
+                item="dense NVFP4 GEMM left to vLLM (FLASHINFER_CUTLASS)",
+                reason="healthy on 0.19+ CUDA 13 builds and faster for prefill than Marlin; memory-saver pins Marlin",
+                source=NVFP4_DECISION_SOURCE,
+            )
+        )
     request_mib, request_why = max_request_mib(r.max_model_len, profile.multimodal, intent.max_request_mib)
     reasons.append(Reason(item=f"request body up to {request_mib} MiB", reason=request_why, source=REQUEST_SOURCE))
     reasons.append(

@@ -319,3 +319,19 @@ def test_the_qwen36_mtp_draft_runs_its_moe_on_triton_on_gb10_as_its_recipe_does(
     assert on_spark.argv[on_spark.argv.index("--moe-backend") + 1] == "marlin"
     assert "seed 002 §7.1.1" in next(f.source for f in on_spark.flags if f.name == "--speculative-config")
     assert "moe_backend" not in speculative_config(plan(cpu_host(), qwen, mtp))
+
+
+def test_the_dense_nvfp4_gemm_follows_the_seed_that_measured_that_release_and_profile() -> None:
+    """Seed 003 (0.18.1rc1): Marlin faster and smaller, CUTLASS FP4 failing; seed 002 (0.19+): FLASHINFER_CUTLASS healthy."""
+    nano = get_profile("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4")
+    default = plan(spark("0.33.0"), nano, Intent(trust_remote_code=True))
+    assert "--linear-backend" not in default.argv and "VLLM_NVFP4_GEMM_BACKEND" not in default.env
+    assert [r for r in default.reasons if r.item.startswith("dense NVFP4 GEMM left to vLLM") and "seed 003" in r.source]
+    saver = plan(
+        spark("0.33.0"), nano, Intent(trust_remote_code=True, profile="memory-saver", max_context=8192, concurrency=1)
+    )
+    assert saver.argv[saver.argv.index("--linear-backend") + 1] == "marlin"
+    old = plan(spark("0.18.1"), nano, Intent(trust_remote_code=True, max_context=8192, concurrency=1))
+    assert old.env["VLLM_NVFP4_GEMM_BACKEND"] == "marlin" and "--linear-backend" not in old.argv
+    gpt_oss = plan(spark("0.33.0"), get_profile("openai/gpt-oss-120b"), Intent(profile="memory-saver", max_context=8192))
+    assert "--linear-backend" not in gpt_oss.argv  # MXFP4: not an NVFP4 GEMM

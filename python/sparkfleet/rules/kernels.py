@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from ..models import (
-    SpeculativeMethod,
-)
+from ..models import CheckpointFormat, ServeProfile, SpeculativeMethod
 from ..sources import SEED_GUIDE, SEED_MISTRAL, SEED_NANO, SEED_SM121, vllm
 from ..versions import EnvState, env_state, has_flag
 from .base import Entry, Settings, arg, env, is_gb10
@@ -52,6 +50,7 @@ def kernels(s: Settings) -> list[Entry]:
                     source=f"{SEED_SM121}; {vllm('§3.2')} (deprecated 0.22, removed 0.24)",
                 )
             )
+    out += nvfp4_dense_gemm(s)
     if has_flag(s.version, "--no-enable-flashinfer-autotune"):
         out.append(
             arg(
@@ -61,6 +60,44 @@ def kernels(s: Settings) -> list[Entry]:
             )
         )
     return out
+
+
+NVFP4_FORMATS = {CheckpointFormat.MODELOPT_NVFP4, CheckpointFormat.CT_NVFP4}
+# Where the seeds disagree on the dense NVFP4 GEMM: seed 003 (vLLM 0.18.1rc1) measured Marlin 16 % faster and about
+# 7 GB smaller because FlashInfer's CUTLASS FP4 path failed on sm_121, and v0.18 builds crash in it (seed 002 §7.2);
+# seed 002's recipes on 0.19+ CUDA 13 builds run FLASHINFER_CUTLASS healthy, and Marlin is slower for the
+# compute-bound prefill (seed 002 §1). So Marlin is pinned where the CUTLASS path fails (before 0.19) and where one
+# user's decode speed and footprint are the point (memory-saver); elsewhere vLLM's choice stands.
+NVFP4_CUTLASS_HEALTHY = "0.19.0"
+NVFP4_DECISION_SOURCE = (
+    f"{SEED_NANO} (Marlin +16 %, -7 GB on 0.18.1rc1); {SEED_GUIDE} §1, §7.2 (FLASHINFER_CUTLASS on 0.19+)"
+)
+
+
+def nvfp4_dense_gemm(s: Settings) -> list[Entry]:
+    """The dense NVFP4 GEMM backend on GB10 (its MoE layers are pinned to Marlin above)."""
+    if s.profile.checkpoint_format not in NVFP4_FORMATS:
+        return []
+    broken = not s.version.at_least(NVFP4_CUTLASS_HEALTHY)
+    if not broken and s.intent.profile is not ServeProfile.MEMORY_SAVER:
+        return []
+    why = (
+        "the CUTLASS FP4 GEMM of this release fails on sm_121"
+        if broken
+        else "memory-saver: one user's decode is bandwidth-bound, where Marlin was faster and smaller"
+    )
+    if has_flag(s.version, "--linear-backend"):
+        return [arg("--linear-backend", "marlin", reason=f"dense NVFP4 GEMM on Marlin: {why}", source=NVFP4_DECISION_SOURCE)]
+    if env_state(s.version, "VLLM_NVFP4_GEMM_BACKEND") in {EnvState.HONOURED, EnvState.DEPRECATED}:
+        return [
+            env(
+                "VLLM_NVFP4_GEMM_BACKEND",
+                "marlin",
+                reason=f"dense NVFP4 GEMM on Marlin: {why}",
+                source=NVFP4_DECISION_SOURCE,
+            )
+        ]
+    return []
 
 
 def graphs(s: Settings) -> list[Entry]:
