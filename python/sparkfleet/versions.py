@@ -72,6 +72,7 @@ FLAGS: dict[str, FlagHistory] = {
         FlagHistory("--no-enable-flashinfer-autotune", "0.16.0"),
         FlagHistory("--moe-backend", "0.17.0"),
         FlagHistory("--linear-backend", "0.22.0"),
+        FlagHistory("--enable-expert-parallel", "0.10.0", note="in every release sparkfleet supports"),
         FlagHistory("--fail-on-environ-validation", "0.17.0"),
         FlagHistory("--device-memory-utilization", "0.31.0"),
         FlagHistory("--default-chat-template-kwargs", "0.14.0", note="vllm-project/vllm#31343, merged 2025-12"),

@@ -335,3 +335,15 @@ def test_the_dense_nvfp4_gemm_follows_the_seed_that_measured_that_release_and_pr
     assert old.env["VLLM_NVFP4_GEMM_BACKEND"] == "marlin" and "--linear-backend" not in old.argv
     gpt_oss = plan(spark("0.33.0"), get_profile("openai/gpt-oss-120b"), Intent(profile="memory-saver", max_context=8192))
     assert "--linear-backend" not in gpt_oss.argv  # MXFP4: not an NVFP4 GEMM
+
+
+def test_an_moe_across_sparks_spreads_its_experts_and_one_gpu_has_nothing_to_spread() -> None:
+    """Seed 002 §8: --enable-expert-parallel for MoE; it acts only where there is more than one GPU."""
+    qwen = get_profile("nvidia/Qwen3.6-35B-A3B-NVFP4")
+    two = Intent(nodes=2, tensor_parallel_size=2, cluster_backend="ray", max_context=16384, trust_remote_code=True)
+    assert "--enable-expert-parallel" in plan(spark(), qwen, two).argv
+    assert "--enable-expert-parallel" not in plan(spark(), qwen, Intent(max_context=16384, trust_remote_code=True)).argv
+    dense = get_profile("nvidia/Gemma-4-31B-IT-NVFP4")
+    assert not dense.moe
+    stages = Intent(nodes=2, pipeline_parallel_size=2, cluster_backend="ray", max_context=16384, trust_remote_code=True)
+    assert "--enable-expert-parallel" not in plan(spark(), qwen, stages).argv

@@ -70,6 +70,8 @@ INTENTS = {
     # vLLM's own multi-node launch: rank 0 serves on the head, rank 1 runs headless on the next member.
     "native-rank0": Intent(trust_remote_code=True, nodes=2, pipeline_parallel_size=2, max_context=8192),
     "native-rank1": Intent(trust_remote_code=True, nodes=2, pipeline_parallel_size=2, max_context=8192),
+    # Two Sparks in tensor parallel over Ray: an MoE spreads its experts (--enable-expert-parallel).
+    "ray-tp2": Intent(trust_remote_code=True, nodes=2, tensor_parallel_size=2, cluster_backend="ray", max_context=8192),
 }
 PLACEMENTS = {
     "native-rank0": NodePlacement(rank=0, master_addr="192.168.100.10", host_ip="192.168.100.10"),
@@ -176,6 +178,10 @@ def main() -> int:
             except Exception as exc:
                 # Prefetch reads the whole checkpoint into the page cache: a large model is refused by design.
                 if name == "load-prefetch" and isinstance(exc, PlanError) and exc.variable == "intent.load":
+                    print(f"skip {profile.id} [{name}]: the planner refuses it ({exc.problem[:80]})")
+                    continue
+                # A model whose recipe allows no tensor parallel is refused two-way tensor parallel by design.
+                if name == "ray-tp2" and isinstance(exc, PlanError) and exc.variable == "intent.tensor_parallel_size":
                     print(f"skip {profile.id} [{name}]: the planner refuses it ({exc.problem[:80]})")
                     continue
                 failed += 1

@@ -144,6 +144,15 @@ def parallelism(s: Settings) -> list[Entry]:
                 source="intent",
             )
         )
+    # vLLM forms its expert-parallel group from the tensor-parallel ranks: pipeline stages hold their own experts.
+    if s.profile.moe and s.intent.tensor_parallel_size > 1:
+        out.append(
+            arg(
+                "--enable-expert-parallel",
+                reason="an MoE's experts go whole to each tensor-parallel GPU instead of every expert sharded across them",
+                source=f"{SEED_GUIDE} §8 (enable for MoE); vLLM engine/arg_utils.py",
+            )
+        )
     if s.cluster_backend is ClusterBackend.RAY:
         out.append(
             arg(
