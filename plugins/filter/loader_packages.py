@@ -6,13 +6,15 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: loader_packages
-short_description: The weight-loader packages a release must add for the instances that will run on it
+short_description: The packages a release must add for the instances that will run on it
 version_added: 0.1.0
 author: sparkfleet contributors (@sparkfleet)
 description:
   - For each loader the instances ask for (C(intent.load) fastsafetensors or instanttensor), the requirement
     to add to the release lock when the target vLLM does not require that package itself (vLLM's PyPI wheels
     require fastsafetensors from 0.21.0 and instanttensor from 0.29.0).
+  - For instances whose catalog model needs one of vLLM's extras (the profile's C(vllm_extras), such as C(audio) for
+    Nemotron-3-Nano-Omni), the platform's vLLM package with those extras (C(vllm[audio])).
   - A package the user's extra packages already name is not added again.
 positional: vllm_version, extra_packages
 options:

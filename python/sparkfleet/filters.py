@@ -14,6 +14,7 @@ from . import adapters, bench, hardening, loading, modelsource, recipes, storage
 from .doctor import journal_pattern
 from .models import Intent, Platform
 from .planner import plan
+from .recipes import PLATFORM_PACKAGES
 from .release import Lock
 
 
@@ -72,17 +73,23 @@ def link_check(members: Any, settings: Any) -> dict[str, list[str]]:
 
 
 def loader_packages(instances: Any, vllm_version: Any, extra_packages: Any = None, platform: Any = None) -> list[str]:
+    """What a release must add for its instances: the loaders they ask for, and the vLLM extras their models need."""
     if not vllm_version and platform:
         vllm_version = versions.NEWEST_RELEASE.get(str(platform), "")
     if not isinstance(instances, list):
         raise ValueError("vllm_serve_instances must be a list of instances")
-    loads = [str(((item or {}).get("intent") or {}).get("load") or "auto") for item in instances if isinstance(item, dict)]
+    wanted = [item for item in instances if isinstance(item, dict)]
+    loads = [str(((item or {}).get("intent") or {}).get("load") or "auto") for item in wanted]
+    listed = [str(p) for p in extra_packages or []]
     try:
         version = versions.VllmVersion.parse(str(vllm_version))
     except ValueError:
         # Not a version: the install inputs' own check refuses it, naming vllm_install_vllm_version.
         return []
-    return loading.packages_for(loads, version, [str(p) for p in extra_packages or []])
+    models = [item.get("model") for item in wanted]
+    model_ids = [str(m.get("id") if isinstance(m, dict) else m) for m in models if m]
+    vllm_package = PLATFORM_PACKAGES[Platform(str(platform or "gb10"))].vllm_package
+    return loading.packages_for(loads, version, listed) + loading.extras_for(model_ids, vllm_package, listed)
 
 
 def monitoring(alerts: Any, what: Any, host_plan: Any = None) -> Any:

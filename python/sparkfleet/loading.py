@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .catalog import load_catalog
 from .errors import PlanError
 from .models import HostFacts, LoadStrategy, ModelProfile, Platform
 from .sources import SEED_NANO
@@ -191,3 +192,13 @@ def packages_for(loads: list[str], version: VllmVersion, listed: list[str]) -> l
         if loader and version < VllmVersion.parse(loader.required_from) and loader.package not in named:
             wanted.append(f"{loader.package}>={loader.minimum}")
     return wanted
+
+
+def extras_for(model_ids: list[str], vllm_package: str, listed: list[str]) -> list[str]:
+    """`vllm[extra]` requirements for the vLLM extras the catalog profiles of these models need (vllm_extras),
+    on the platform's vLLM package, unless `listed` (the user's extra packages) names that package with extras."""
+    catalog = load_catalog()
+    extras = sorted({extra for model in model_ids if model in catalog for extra in catalog[model].vllm_extras})
+    if not extras or any(item.replace(" ", "").startswith(f"{vllm_package}[") for item in listed):
+        return []
+    return [f"{vllm_package}[{','.join(extras)}]"]

@@ -193,3 +193,21 @@ def test_a_release_records_whether_flashinfer_kernels_come_prebuilt() -> None:
     assert cubins(older.packages) == "flashinfer-cubin 0.6.12" and older.prebuilt_kernels is None
     newest = gb10(vllm_version="")
     assert newest.packages["flashinfer-python"] == "0.7.2.post1" and newest.prebuilt_kernels is None
+
+
+def test_an_omni_instance_brings_vllms_audio_extra_into_the_lock() -> None:
+    """Seed 002 §7.3.2: audio input needs vllm[audio]; the instance's profile asks for it, the real index resolves it."""
+    from sparkfleet.filters import loader_packages
+
+    omni = [{"name": "omni", "model": "nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-NVFP4"}]
+    extra = loader_packages(omni, "0.33.0", [], "gb10")
+    assert extra == ["vllm[audio]"]
+    lock = gb10(vllm_version="0.33.0", extra_packages=extra)
+    audio = [
+        re.split(r"[\s\[<>=!~(;]", line, maxsplit=1)[0].lower().replace("_", "-")
+        for line in requires_dist("vllm", "0.33.0")
+        if re.search(r"extra\s*==\s*['\"]audio['\"]", line)
+    ]
+    assert audio, "vLLM 0.33.0 declares an audio extra"
+    assert lock.packages["vllm"] == "0.33.0"
+    assert [name for name in audio if name not in lock.packages] == []

@@ -175,3 +175,12 @@ def test_the_cpu_platform_plans_no_kernel_compiles() -> None:
     tiny = sharded(NANO.model_copy(update={"weights_gib": 0.5}), 0.5)
     result = plan(CPU, tiny, Intent(trust_remote_code=True, max_context=2048, concurrency=1))
     assert "MAX_JOBS" not in result.env and result.memory.first_start_compile == 0.0
+
+
+def test_a_model_that_takes_audio_brings_vllms_audio_extra_unless_the_user_names_it() -> None:
+    from sparkfleet.loading import extras_for
+
+    omni = "nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-NVFP4"
+    assert extras_for([omni, "nvidia/Qwen3.6-35B-A3B-NVFP4"], "vllm", []) == ["vllm[audio]"]
+    assert extras_for([omni], "vllm", ["vllm[audio,video]"]) == []
+    assert extras_for(["org/not-in-the-catalog"], "vllm", []) == []

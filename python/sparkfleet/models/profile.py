@@ -185,6 +185,8 @@ class ModelProfile(Strict):
     min_vllm_capabilities: tuple[str, ...] = ()
     env: tuple[ProfileEnv, ...] = ()
     extra_args: tuple[ProfileArg, ...] = ()
+    # vLLM's own extras the release needs for what this model takes in (vllm[audio] for speech input).
+    vllm_extras: tuple[Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,31}$")], ...] = ()
     patches: tuple[Patch, ...] = ()
     quirks: tuple[str, ...] = ()
     extra_overhead_gib: Annotated[float, Field(ge=0)] = 0.0
