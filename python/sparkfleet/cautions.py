@@ -84,6 +84,11 @@ def plan_warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: Res
             f"gpu_memory_utilization {given} is above {safe}, the most the field runs this layout at under load "
             f"(Xid 43 and OOM above it: {SEED_SM121})"
         )
+    if profile.chat_template_fix and not intent.chat_template:
+        out.append(
+            f"{profile.id}'s own chat template {profile.chat_template_fix}: give the instance a fixed one "
+            f"(chat_template) ({profile.sources['chat_template_fix']})"
+        )
     if r.enforce_eager and host.platform is Platform.GB10:
         out.append(
             "memory-saver runs with --enforce-eager: about 55% lower decode throughput on GB10 "

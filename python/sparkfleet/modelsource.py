@@ -38,6 +38,13 @@ class SourceFacts(Strict):
     model_store: str
     # vllm_serve_render_only: units are rendered for a host that will not run them (a model may be missing).
     render_only: bool = False
+    # Where the role writes an instance's chat template (its `chat_template`, a controller file) on the host.
+    template_dir: str | None = None
+
+
+def chat_template_path(template_dir: str, name: str) -> str:
+    """The host file an instance's own chat template is written to and vLLM reads (--chat-template)."""
+    return f"{template_dir.rstrip('/')}/{name}.chat-template.jinja"
 
 
 def _entry(facts: SourceFacts, model_id: str) -> Mapping[str, Any]:
@@ -120,6 +127,10 @@ def planner_instances(
             intent["port"] = int(item["port"])
         intent["api_key"] = item["name"] in keyed
         intent["served_name"] = item.get("served_name", item["model"])
+        if item.get("chat_template"):
+            if not facts.template_dir:
+                raise PlanError(f"{label}.chat_template", "needs the directory the role writes templates to")
+            intent["chat_template"] = chat_template_path(facts.template_dir, str(item["name"]))
         drafter = intent.get("drafter")
         native = int(intent.get("nodes", 1)) > 1 and intent.get("cluster_backend", "auto") != "ray"
         out.append(

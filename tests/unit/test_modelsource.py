@@ -78,3 +78,20 @@ def test_a_model_nothing_provides_is_refused_unless_only_rendered(render_only: b
     with pytest.raises(PlanError) as exc:
         planner_instances(items, given, host="h", keyed=set(), link={})
     assert exc.value.variable == "vllm_serve_instances[0].model" and "not staged on h" in str(exc.value)
+
+
+def test_an_instances_chat_template_is_read_from_where_the_role_writes_it() -> None:
+    given = facts(staged={"org/m": STAGED}, template_dir="/etc/sparkfleet")
+    (planned,) = planner_instances(
+        [{"name": "qwen", "model": "org/m", "chat_template": "templates/qwen35.jinja"}],
+        given,
+        host="h",
+        keyed=set(),
+        link={},
+    )
+    assert planned["intent"]["chat_template"] == "/etc/sparkfleet/qwen.chat-template.jinja"
+    with pytest.raises(PlanError, match="vllm_serve_instances.chat_template"):
+        planner_instances(
+            [{"name": "qwen", "model": "org/m", "chat_template": "t.jinja"}],
+            facts(staged={"org/m": STAGED}), host="h", keyed=set(), link={},
+        )  # fmt: skip

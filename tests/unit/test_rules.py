@@ -347,3 +347,16 @@ def test_an_moe_across_sparks_spreads_its_experts_and_one_gpu_has_nothing_to_spr
     assert not dense.moe
     stages = Intent(nodes=2, pipeline_parallel_size=2, cluster_backend="ray", max_context=16384, trust_remote_code=True)
     assert "--enable-expert-parallel" not in plan(spark(), qwen, stages).argv
+
+
+def test_a_models_broken_chat_template_is_cautioned_until_a_fixed_one_is_given() -> None:
+    """Seed 002 §7.1.4: Qwen3.5's chat template needs the fix shipped in eugr/spark-vllm-docker (--chat-template)."""
+    qwen35 = get_profile("RedHatAI/Qwen3.5-122B-A10B-NVFP4")
+    stock = plan(spark(), qwen35, Intent(max_context=16384))
+    assert [w for w in stock.warnings if "chat template" in w and "seed 002 §7.1.4" in w]
+    assert "--chat-template" not in stock.argv
+    fixed = plan(spark(), qwen35, Intent(max_context=16384, chat_template="/etc/sparkfleet/qwen35.chat-template.jinja"))
+    assert fixed.argv[fixed.argv.index("--chat-template") + 1] == "/etc/sparkfleet/qwen35.chat-template.jinja"
+    assert not [w for w in fixed.warnings if "chat template" in w]
+    with pytest.raises(ValueError, match="chat_template: an absolute file path"):
+        Intent(chat_template="../etc/passwd")

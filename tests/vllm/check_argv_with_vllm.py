@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 import re
 import sys
+import tempfile
 import traceback
 import typing
+from pathlib import Path
 
 from vllm.config.load import LoadConfig
 from vllm.config.speculative import SpeculativeConfig, SpeculativeMethod
@@ -40,6 +42,9 @@ HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 # Where a model is staged on the host: profiles whose draft lies inside the model are planned from here.
 STAGED = "/var/lib/sparkfleet/models"
 # Every catalog plan is made with the user's consent to run a repository's code, where vLLM needs it.
+# vLLM's parser opens a chat template file (validate_parsed_serve_args): one that exists, as the role writes it.
+TEMPLATE = Path(tempfile.mkdtemp(prefix="sparkfleet-")) / "a.chat-template.jinja"
+TEMPLATE.write_text("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}")
 INTENTS = {
     "default": Intent(trust_remote_code=True),
     "memory-saver": Intent(trust_remote_code=True, profile="memory-saver", max_context=16384, concurrency=1),
@@ -55,6 +60,8 @@ INTENTS = {
     ),
     # Server-wide template settings: vLLM's parser reads the JSON word the unit carries.
     "template-kwargs": Intent(trust_remote_code=True, chat_template_kwargs={"enable_thinking": False}, max_context=8192),
+    # A chat template file of the instance's own in place of the model's (vLLM reads the path at start).
+    "chat-template": Intent(trust_remote_code=True, chat_template=str(TEMPLATE), max_context=8192),
     # Every load strategy: vLLM's parser takes the flag, and its LoadConfig the value.
     **{
         f"load-{load}": Intent(trust_remote_code=True, load=load, max_context=8192, concurrency=1)

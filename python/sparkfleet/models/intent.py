@@ -152,6 +152,9 @@ class Intent(Strict):
     answer_check: KnownAnswer | None = None
     # Server-wide chat template settings (e.g. {enable_thinking: false}), over the profile's own.
     chat_template_kwargs: TemplateKwargs | None = None
+    # A chat template file on the host that replaces the model's own (vLLM's --chat-template); the vllm_serve role
+    # writes an instance's `chat_template` (a controller file) there.
+    chat_template: str | None = None
     host_reserve_gib: Annotated[float, Field(ge=0)] | None = None
 
     @field_validator("trust_remote_code")
@@ -172,6 +175,15 @@ class Intent(Strict):
                 "drafter: a hub id ORG/NAME[@REVISION] or an absolute directory (letters, digits and ._@+-, "
                 "no '..'), nothing else"
             )
+        return value
+
+    @field_validator("chat_template")
+    @classmethod
+    def _template_file(cls, value: str | None) -> str | None:
+        if value is not None and (
+            any(part in (".", "..") for part in value.split("/")) or not _DRAFTER_DIR.fullmatch(value)
+        ):
+            raise ValueError("chat_template: an absolute file path on the host (letters, digits and ._@+-, no '..')")
         return value
 
     @field_validator("chat_template_kwargs")

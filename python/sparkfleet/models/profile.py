@@ -185,6 +185,9 @@ class ModelProfile(Strict):
     min_vllm_capabilities: tuple[str, ...] = ()
     env: tuple[ProfileEnv, ...] = ()
     extra_args: tuple[ProfileArg, ...] = ()
+    # Why the model's own chat template gives malformed output and where a fixed one comes from; the plan cautions
+    # until an instance supplies one (intent.chat_template). Its source is sources['chat_template_fix'].
+    chat_template_fix: str | None = None
     # vLLM's own extras the release needs for what this model takes in (vllm[audio] for speech input).
     vllm_extras: tuple[Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,31}$")], ...] = ()
     patches: tuple[Patch, ...] = ()

@@ -7,7 +7,7 @@ Rules hold no memory arithmetic (that is memory.py / kvcache.py) and no version 
 from __future__ import annotations
 
 from .base import DEFAULT_PTXAS, Entry, Rule, Settings, arg, env, is_gb10
-from .chat import chat_template_defaults, parsers, template_kwargs
+from .chat import chat_template_defaults, chat_template_file, parsers, template_kwargs
 from .kernels import caching, graphs, kernels
 from .platform import internal_channels, platform_env
 from .serving import (
@@ -32,6 +32,7 @@ RULES: tuple[Rule, ...] = (
     caching,
     parsers,
     chat_template_defaults,
+    chat_template_file,
     speculative,
     long_context,
     platform_env,
@@ -57,6 +58,7 @@ __all__ = [
     "arg",
     "caching",
     "chat_template_defaults",
+    "chat_template_file",
     "context_and_batching",
     "env",
     "graphs",

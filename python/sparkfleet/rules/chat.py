@@ -70,3 +70,17 @@ def chat_template_defaults(s: Settings) -> list[Entry]:
             source=f"{SEED_GUIDE} §7.2.2 (server-wide --default-chat-template-kwargs); intent.chat_template_kwargs",
         )
     ]
+
+
+def chat_template_file(s: Settings) -> list[Entry]:
+    if not s.intent.chat_template:
+        return []
+    fix = s.profile.chat_template_fix
+    return [
+        arg(
+            "--chat-template",
+            s.intent.chat_template,
+            reason=f"replaces the model's own chat template: {fix}" if fix else "replaces the model's own chat template",
+            source=s.profile.sources.get("chat_template_fix", "intent.chat_template"),
+        )
+    ]
