@@ -360,3 +360,11 @@ def test_a_models_broken_chat_template_is_cautioned_until_a_fixed_one_is_given()
     assert not [w for w in fixed.warnings if "chat template" in w]
     with pytest.raises(ValueError, match="chat_template: an absolute file path"):
         Intent(chat_template="../etc/passwd")
+
+
+def test_prefix_caching_stays_on_with_mtp_and_says_which_recipe_it_follows() -> None:
+    """Seed 002 §14.3: vLLM's recipe drops prefix caching for the lowest latency; §7.1.1's Qwen3.6 recipe keeps both."""
+    qwen = get_profile("nvidia/Qwen3.6-35B-A3B-NVFP4")
+    result = plan(spark(), qwen, Intent(speculative="mtp", max_context=16384, concurrency=2, trust_remote_code=True))
+    flag = next(f for f in result.flags if f.name == "--enable-prefix-caching")
+    assert "kept with MTP" in flag.reason and "§14.3" in flag.source

@@ -130,11 +130,18 @@ def graphs(s: Settings) -> list[Entry]:
 
 def caching(s: Settings) -> list[Entry]:
     if s.prefix_caching:
+        mtp = s.intent.speculative is SpeculativeMethod.MTP
         return [
             arg(
                 "--enable-prefix-caching",
-                reason="agents resend a growing prompt; some hybrid archs default it off",
-                source=f"{SEED_GUIDE} §7.1.3",
+                reason="agents resend a growing prompt; some hybrid archs default it off"
+                + (
+                    "; kept with MTP as the Qwen3.6 recipe runs them, where vLLM's recipe drops it only for the "
+                    "lowest single-stream latency, at the cost of re-prefilling every agent turn"
+                    if mtp
+                    else ""
+                ),
+                source=f"{SEED_GUIDE} §7.1.3" + (", §7.1.1, §14.3" if mtp else ""),
             )
         ]
     return [
