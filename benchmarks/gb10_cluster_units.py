@@ -56,8 +56,8 @@ def render(role: str, rdma: list[str], release: Path) -> str:
         "__ray_cluster_release": {"id": "gb10-0.32.0-abc", "path": str(release)},
         "__ray_cluster_address": "192.168.100.1" if role == "head" else "192.168.100.2",
         "__ray_cluster_head_address": "192.168.100.1",
-        "__sparkfleet_cluster_link_peers": ["192.168.100.1", "192.168.100.2"],
-        "__sparkfleet_service_cache_paths": ["/var/cache/sparkfleet"],
+        "sparkfleet_cluster_link_peers": ["192.168.100.1", "192.168.100.2"],
+        "sparkfleet_service_cache_paths": ["/var/cache/sparkfleet"],
         "sparkfleet_facts": {"platform": "gb10", "rdma_devices": rdma},
     }
     templates = [key for key, value in values.items() if isinstance(value, str) and "{{" in value]
