@@ -168,6 +168,15 @@ def _check_speculative(profile: ModelProfile, intent: Intent, version: VllmVersi
                 f"target is {version}, declaring {', '.join(capabilities) or 'none'}",
                 (f"vllm_version {FIRST_DFLASH} or newer", "a fork release that declares dflash"),
             )
+        needs = profile.speculative.dflash_drafter_needs
+        if needs and not intent.drafter and capability_origin(needs, version, capabilities) is None:
+            raise PlanError(
+                "intent.speculative",
+                f"{profile.speculative.dflash_drafter} needs a vLLM build that carries {needs} "
+                f"({profile.sources.get('dflash_drafter_needs', 'the profile')}); target is {version}, declaring "
+                f"{', '.join(capabilities) or 'none'}",
+                (f"a release that declares {needs} (vllm_install_capabilities)", "speculative mtp", "speculative none"),
+            )
 
 
 def check_bundled_draft(profile: ModelProfile, intent: Intent, model_dir: str | None) -> None:

@@ -168,13 +168,22 @@ def has_speculation_schedule(version: VllmVersion) -> bool:
 
 # What a release built from a fork may declare it carries ahead of its base version (the DFlash fork
 # of seed 002 §14.5 ran it on 0.19): each with the upstream release that first carries it.
-CAPABILITIES: dict[str, str] = {"dflash": FIRST_DFLASH}
+# None: in no upstream release yet, only a build that declares it carries it.
+CAPABILITIES: dict[str, str | None] = {
+    "dflash": FIRST_DFLASH,
+    # DFlash drafters with sliding-window layers interleaved (z-lab/Qwen3.6-27B-DFlash): vLLM PR #40898, unmerged
+    # when seed 002 §7.1.2 and §14.5 were written; the AEON Ultimate image carries it.
+    "dflash-interleaved-swa": None,
+    # z-lab's DFlash drafters for Gemma 4 run on its gemma4-dflash image (seed 002 §14, the DFlash table).
+    "dflash-gemma4": None,
+}
 
 
 def capability_origin(name: str, version: VllmVersion, declared: tuple[str, ...]) -> str | None:
     """Where the target gets a capability from, or None when it does not have it."""
-    if version >= VllmVersion.parse(CAPABILITIES[name]):
-        return f"upstream vLLM since {CAPABILITIES[name]}"
+    first = CAPABILITIES[name]
+    if first is not None and version >= VllmVersion.parse(first):
+        return f"upstream vLLM since {first}"
     if name in declared:
         return f"declared by the release (vLLM {version} fork)"
     return None

@@ -121,6 +121,7 @@ CASES = [
     Case("eagle3 without a drafter", serve(instance(intent={"speculative": "eagle3"})), "vllm_serve_instances[0] (qwen) intent.drafter", "none was given"),
     Case("a drafter for ngram", serve(instance(intent={"speculative": "ngram", "drafter": "org/draft"})), "vllm_serve_instances[0] (qwen) intent.drafter", "not ngram"),
     Case("a drafter nothing has read", serve(instance(intent={"speculative": "eagle3", "drafter": "org/draft"})), "vllm_serve_instances[0] (qwen) intent.drafter", "drafter_weights_gib"),
+    Case("a DFlash drafter that needs a build no release has", serve(instance(model="unsloth/Qwen3.6-27B-NVFP4", intent={"speculative": "dflash", "max_context": 16384})), "vllm_serve_instances[0] (qwen) intent.speculative", "dflash-interleaved-swa"),
     Case("misspelt intent key", serve(instance(intent={"max_ctx": 65536})), "vllm_serve_instances[0].intent.max_ctx", "Extra inputs"),
     Case("intent that is not a mapping", serve({**instance(), "intent": "65536"}), "vllm_serve_instances[0].intent", "must be a mapping"),
     Case("per-layer blocks with different KV heads", serve(instance(model=NAS)), "vllm_serve_instances[0].model", "unsupported layout: block_configs"),

@@ -235,3 +235,16 @@ def test_fp8_kv_that_the_mtp_recipe_requires_is_not_cautioned_as_outside_it() ->
     assert not [w for w in with_mtp.warnings if "not from its tested recipe" in w]
     fp8_alone = plan(spark(), CODER, Intent(kv_cache_dtype="fp8", max_context=16384, concurrency=2))
     assert [w for w in fp8_alone.warnings if "not from its tested recipe" in w]
+
+
+def test_a_dflash_drafter_that_needs_a_build_beyond_upstream_is_planned_only_for_a_release_declaring_it() -> None:
+    """Seed 002 §7.1.2/§14.5: z-lab/Qwen3.6-27B-DFlash needs the interleaved-SWA build (vLLM PR #40898)."""
+    qwen27 = get_profile("unsloth/Qwen3.6-27B-NVFP4")
+    dflash = Intent(speculative="dflash", max_context=16384, concurrency=1, trust_remote_code=True)
+    with pytest.raises(PlanError, match="dflash-interleaved-swa"):
+        plan(spark("0.33.0"), qwen27, dflash)
+    declared = spark("0.33.0").model_copy(update={"vllm_capabilities": ("dflash-interleaved-swa",)})
+    assert '"method":"dflash"' in " ".join(plan(declared, qwen27, dflash).argv)
+    # A drafter of the user's own is the user's call.
+    own = dflash.model_copy(update={"drafter": "org/my-dflash", "drafter_weights_gib": 1.0})
+    assert '"model":"org/my-dflash"' in " ".join(plan(spark("0.33.0"), qwen27, own).argv)

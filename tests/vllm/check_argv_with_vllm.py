@@ -180,8 +180,11 @@ def main() -> int:
         for name, intent in {**INTENTS, **extra}.items():
             # A staged model's shard sizes are read from its files; here, the 5 GB shards transformers writes.
             planned = profile.model_copy(update={"largest_shard_gib": 5e9 / GIB}) if name.startswith("load-") else profile
+            # A drafter that needs a build beyond upstream (dflash_drafter_needs) is planned for a release declaring it.
+            needs = profile.speculative.dflash_drafter_needs if name == "dflash" else None
+            host = gb10.model_copy(update={"vllm_capabilities": (needs,)}) if needs else gb10
             try:
-                check(plan(gb10, planned, intent, model_ref=staged, placement=PLACEMENTS.get(name)).argv)
+                check(plan(host, planned, intent, model_ref=staged, placement=PLACEMENTS.get(name)).argv)
             except Exception as exc:
                 # Prefetch reads the whole checkpoint into the page cache: a large model is refused by design.
                 if name == "load-prefetch" and isinstance(exc, PlanError) and exc.variable == "intent.load":

@@ -70,6 +70,8 @@ class SpeculativeSupport(Strict):
     mtp_moe_backend: Literal["triton", "marlin"] | None = None
     dflash_drafter: str | None = None
     dflash_drafter_weights_gib: float = 0.0
+    # A capability (versions.CAPABILITIES) the release needs beyond dflash for this profile's own drafter.
+    dflash_drafter_needs: str | None = None
     dflash_default_tokens: int = 15
 
     @field_validator("mtp_draft_subdir")
