@@ -144,7 +144,9 @@ def test_a_fork_that_declares_dflash_plans_it_below_021_and_says_so() -> None:
     # A capability stands in for a version only where the rule asks for that capability.
     with pytest.raises(PlanError, match="DFlash needs vLLM >= 0.21.0 or a release that declares"):
         plan(spark("0.20.0"), get_profile("nvidia/Gemma-4-31B-IT-NVFP4"), intent)
-    assert plan(fork.model_copy(update={"vllm_version": "0.20.0"}), get_profile("nvidia/Gemma-4-31B-IT-NVFP4"), intent)
+    # z-lab's Gemma-4 drafter also needs its own build (seed 002 §14): a fork declares both.
+    gemma_fork = fork.model_copy(update={"vllm_version": "0.20.0", "vllm_capabilities": ("dflash", "dflash-gemma4")})
+    assert plan(gemma_fork, get_profile("nvidia/Gemma-4-31B-IT-NVFP4"), intent)
     with pytest.raises(ValueError, match="eagle9: not a capability"):
         HostFacts.model_validate({**fork.model_dump(), "vllm_capabilities": ["eagle9"]})
 
