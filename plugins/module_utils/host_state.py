@@ -7,7 +7,9 @@ from __future__ import annotations
 import glob
 import json
 import os
+import platform as pyplatform
 import re
+import sys
 
 GB10_CAPABILITY = "12.1"
 
@@ -193,3 +195,49 @@ def path_state(path):
     if found["exists"] and not found["dir"]:
         found["executable"] = os.access(path, os.X_OK)
     return found
+
+
+def gather_host(module, params):
+    """The host as the planner reads it; `params` has platform, meminfo, nvidia_smi, cuda_home, release_dir and
+    release_packages. None values are dropped; C(platform) other than auto overrides what was detected."""
+    facts = {
+        "arch": pyplatform.machine(),
+        "glibc": host_glibc(),
+        "python_version": "%d.%d" % sys.version_info[:2],
+        "platform": "cpu",
+        "unified_memory": False,
+    }
+    with open(params["meminfo"], encoding="utf-8") as handle:
+        facts.update(parse_meminfo(handle.read()))
+    smi = module.get_bin_path(params["nvidia_smi"])
+    if smi:
+        rc, out, _err = module.run_command(
+            [smi, "--query-gpu=name,compute_cap,driver_version,memory.total", "--format=csv,noheader"]
+        )
+        gpus = parse_gpu_query(out) if rc == 0 else []
+        if gpus:
+            gpu = gpus[0]
+            facts.update(
+                gpu_name=gpu["name"],
+                compute_capability=gpu["compute_capability"],
+                driver_version=gpu["driver_version"],
+                gpu_count=len(gpus),
+            )
+            facts.update(platform=platform_for(gpus), unified_memory=platform_for(gpus) == "gb10")
+    ptxas = os.path.join(params["cuda_home"], "bin", "ptxas")
+    if os.access(ptxas, os.X_OK):
+        facts["ptxas_path"] = ptxas
+        rc, out, _err = module.run_command([ptxas, "--version"])
+        facts["cuda_version"] = parse_cuda_release(out) if rc == 0 else None
+    systemctl = module.get_bin_path("systemctl")
+    if systemctl and os.path.isdir("/run/systemd/system"):
+        rc, out, _err = module.run_command([systemctl, "get-default"])
+        facts["default_target"] = out.strip() if rc == 0 else None
+    facts["vllm_version"] = vllm_version_in(params["release_dir"])
+    facts["release"] = describe_release(params["release_dir"], params["release_packages"])
+    facts["vllm_capabilities"] = (facts["release"] or {}).get("capabilities")
+    facts["rdma_devices"] = rdma_devices()
+    if params["platform"] != "auto":
+        facts["detected_platform"] = facts["platform"]
+        facts.update(platform=params["platform"], unified_memory=params["platform"] == "gb10")
+    return {key: value for key, value in facts.items() if value is not None}

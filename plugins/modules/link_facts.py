@@ -25,15 +25,11 @@ options:
     type: path
     default: /sys
 attributes:
-  check_mode:
-    description: Only reads the host.
-    support: full
-  diff_mode:
-    description: Nothing changes, so there is no diff.
-    support: none
   facts:
     description: Sets the fact C(sparkfleet_link).
     support: full
+extends_documentation_fragment:
+  - sparkfleet.vllm.read_only
 """
 
 EXAMPLES = r"""

@@ -81,13 +81,8 @@ options:
     type: list
     elements: str
     default: []
-attributes:
-  check_mode:
-    description: Only reads the host.
-    support: full
-  diff_mode:
-    description: Nothing changes, so there is no diff.
-    support: none
+extends_documentation_fragment:
+  - sparkfleet.vllm.read_only
 """
 
 EXAMPLES = r"""
@@ -157,21 +152,9 @@ spark_facts:
       elements: str
 """
 
-import os
-import platform as pyplatform
-import sys
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkfleet.vllm.plugins.module_utils.host_state import (
-    describe_release,
-    host_glibc,
-    parse_cuda_release,
-    parse_gpu_query,
-    parse_meminfo,
-    platform_for,
-    rdma_devices,
-    vllm_version_in,
-)
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.host_state import gather_host
 from ansible_collections.sparkfleet.vllm.plugins.module_utils.link_state import read_link
 from ansible_collections.sparkfleet.vllm.plugins.module_utils.model_state import (
     describe_model,
@@ -182,53 +165,16 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils.model_state import
 
 def gather(module):
     params = module.params
-    facts = {
-        "arch": pyplatform.machine(),
-        "glibc": host_glibc(),
-        "python_version": "%d.%d" % sys.version_info[:2],
-        "platform": "cpu",
-        "unified_memory": False,
-    }
-    with open(params["meminfo"], encoding="utf-8") as handle:
-        facts.update(parse_meminfo(handle.read()))
-    smi = module.get_bin_path(params["nvidia_smi"])
-    if smi:
-        rc, out, _err = module.run_command(
-            [smi, "--query-gpu=name,compute_cap,driver_version,memory.total", "--format=csv,noheader"]
-        )
-        gpus = parse_gpu_query(out) if rc == 0 else []
-        if gpus:
-            gpu = gpus[0]
-            facts.update(
-                gpu_name=gpu["name"],
-                compute_capability=gpu["compute_capability"],
-                driver_version=gpu["driver_version"],
-                gpu_count=len(gpus),
-            )
-            facts.update(platform=platform_for(gpus), unified_memory=platform_for(gpus) == "gb10")
-    ptxas = os.path.join(params["cuda_home"], "bin", "ptxas")
-    if os.access(ptxas, os.X_OK):
-        facts["ptxas_path"] = ptxas
-        rc, out, _err = module.run_command([ptxas, "--version"])
-        facts["cuda_version"] = parse_cuda_release(out) if rc == 0 else None
-    systemctl = module.get_bin_path("systemctl")
-    if systemctl and os.path.isdir("/run/systemd/system"):
-        rc, out, _err = module.run_command([systemctl, "get-default"])
-        facts["default_target"] = out.strip() if rc == 0 else None
-    facts["vllm_version"] = vllm_version_in(params["release_dir"])
-    facts["release"] = describe_release(params["release_dir"], params["release_packages"])
-    facts["vllm_capabilities"] = (facts["release"] or {}).get("capabilities")
-    facts["models"] = {path: describe_model(path) for path in params["model_dirs"]}
+    host = gather_host(module, params)
     refs = list(params["model_refs"]) + [{"id": model_id} for model_id in params["model_ids"]]
     staged = (resolve_model(ref, params["hf_home"], params["model_store"]) for ref in refs)
-    facts["staged"] = {found["id"]: found for found in staged if found}
-    facts["rdma_devices"] = rdma_devices()
-    facts["link"] = read_link(params["sysfs"], params["link_interfaces"])
-    facts["storage"] = {name: describe_storage(params[name]) for name in ("hf_home", "model_store") if params[name]} or None
-    if params["platform"] != "auto":
-        facts["detected_platform"] = facts["platform"]
-        facts.update(platform=params["platform"], unified_memory=params["platform"] == "gb10")
-    return {key: value for key, value in facts.items() if value is not None}
+    more = {
+        "models": {path: describe_model(path) for path in params["model_dirs"]},
+        "staged": {found["id"]: found for found in staged if found},
+        "link": read_link(params["sysfs"], params["link_interfaces"]),
+        "storage": {name: describe_storage(params[name]) for name in ("hf_home", "model_store") if params[name]} or None,
+    }
+    return {**host, **{key: value for key, value in more.items() if value is not None}}
 
 
 def main():
