@@ -60,22 +60,30 @@ def inventory(host: str = HOST) -> Path:
 
 
 def converge(hosts: Path, *extra: str) -> tuple[float, dict[str, float], int, str]:
-    # Molecule asks for colour (PY_COLORS, ANSIBLE_FORCE_COLOR); -vvv lines then start with an escape code.
+    # Molecule asks for colour (PY_COLORS, ANSIBLE_FORCE_COLOR); -vvv lines then start with an escape code. Where
+    # Ansible sends its verbose lines (stdout, or stderr with ANSIBLE_VERBOSE_TO_STDERR) is the environment's
+    # choice: both streams are read, in the order they were written.
     env = {key: value for key, value in os.environ.items() if key not in {"PY_COLORS", "FORCE_COLOR"}}
-    env.update(ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_roles", ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    env.update(
+        ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_roles",
+        ANSIBLE_FORCE_COLOR="0",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_VERBOSE_TO_STDERR="0",
+    )
     start = time.monotonic()
     run = subprocess.run(
         ["ansible-playbook", "-i", str(hosts), *extra, str(ROOT / "playbooks" / "site.yml")],
         cwd=ROOT,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         check=False,
     )
     wall = time.monotonic() - start
     run.stdout = ANSI.sub("", run.stdout)
     if run.returncode != 0:
-        sys.exit(f"site playbook failed (rc {run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-2000:]}")
+        sys.exit(f"site playbook failed (rc {run.returncode}):\n{run.stdout[-6000:]}")
     roles = {m.group(1): float(m.group(2)) for m in map(ROLE_LINE.match, run.stdout.splitlines()) if m}
     recap = RECAP.search(run.stdout)
     return wall, roles, int(recap.group(2)) if recap else -1, run.stdout
@@ -145,6 +153,8 @@ def within_budget(hosts: Path, host: str) -> int:
     tasks, calls = len(TASK_BANNER.findall(verbose)), len(MODULE_CALL.findall(verbose))
     if tasks == 0 or calls == 0:
         print(f"FAIL nothing counted ({tasks} tasks, {calls} module calls): was -vvv's output read?")
+        first_task = TASK_BANNER.split(verbose)[1][:1500] if tasks else verbose[:1500]
+        print("the first task's output, as read:\n" + first_task)
         return 1
     print(f"no-op re-converge of {host}: changed={changed}, {tasks} tasks, {calls} module calls (budget {NOOP_BUDGET})")
     for owner, (owner_tasks, owner_calls) in sorted(per_role(verbose).items(), key=lambda item: -item[1][1]):
