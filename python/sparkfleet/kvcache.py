@@ -9,6 +9,7 @@ Capacity in tokens is reported differently before and after 0.21.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import Enum
 
@@ -135,9 +136,12 @@ def state_bytes(profile: ModelProfile, tensor_parallel: int, speculative_tokens:
     layers = profile.state_layers
     if layers is None:
         return 0
-    conv = cdiv(layers.conv_dim, tensor_parallel) * (layers.conv_kernel - 1 + speculative_tokens)
-    heads, head_dim, state = layers.state_shape
-    recurrent = cdiv(heads, tensor_parallel) * head_dim * state
+    window = layers.conv_kernel - 1 + (speculative_tokens if layers.conv_holds_speculative_tokens else 0)
+    conv = cdiv(layers.conv_dim, tensor_parallel) * window
+    recurrent = 0
+    if layers.state_shape:
+        first, *rest = layers.state_shape
+        recurrent = cdiv(first, tensor_parallel) * math.prod(rest)
     return conv * layers.conv_dtype_bytes + recurrent * layers.state_dtype_bytes
 
 

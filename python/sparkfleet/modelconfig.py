@@ -20,23 +20,13 @@ from .models import (
     MlaShape,
     ModelProfile,
     SpeculativeSupport,
-    StateLayerKind,
     StateLayers,
 )
+from .statelayers import PERIODIC_HYBRIDS, layer_kinds, model_dtype, parallel_state_layers
+from .statelayers import state_layers as state_layers_of
 
 # Sub-configs that hold the language model of a multimodal or wrapped checkpoint.
 TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config")
-ATTENTION_LAYER_TYPES = {
-    "full_attention": "full",
-    "attention": "full",
-    "chunked_attention": "full",
-    "sliding_attention": "sliding",
-}
-STATE_LAYER_TYPES = {"linear_attention", "mamba"}
-# Layers with no cache at all (Nemotron-H's MLP and MoE layers in layers_block_type).
-CACHELESS_LAYER_TYPES = {"mlp", "moe"}
-HYBRID_CACHELESS = {"-", "E"}  # hybrid_override_pattern's MLP and MoE layers
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 # DeciLM / Nemotron-NAS: each layer in block_configs (models/nemotron_nas.py).
 NAS_MODEL_TYPE = "nemotron-nas"
 # Per-block fields vLLM 0.32 reads (nemotron_nas.py); any other set to something (a window, sink tokens,
@@ -66,14 +56,19 @@ PROVED_LAYOUTS = {
     "deepseek_v3": "deepseek_v3 (MLA)",
     "nemotron_h": "nemotron_h (Mamba-2 hybrid)",
     "qwen3_next": "qwen3_next (Gated-DeltaNet hybrid)",
+    "granitemoehybrid": "granitemoehybrid (Mamba-2 hybrid, layer_types)",
+    "jamba": "jamba (Mamba-1 hybrid, attention period)",
+    "falcon_h1": "falcon_h1 (parallel attention + Mamba-2)",
+    "lfm2": "lfm2 (short-convolution hybrid)",
+    "lfm2_moe": "lfm2_moe (short-convolution hybrid, MoE)",
     NAS_MODEL_TYPE: "nemotron_nas (per-layer blocks, no-op attention)",
 }
 # Fields that shape layers and that the planner does not read: planning past them would use defaults
 # the config contradicts (Nemotron-NAS has no num_key_value_heads and was planned 13x too large).
 UNREAD_LAYOUT_FIELDS = {
     "block_configs": "per-layer attention and FFN of DeciLM / Nemotron-NAS (no_op layers, n_heads_in_group)",
-    "attn_layer_period": "attention every N layers, Mamba between (Jamba)",
-    "attn_layer_offset": "which layer of each period is attention (Jamba)",
+    "attn_layer_period": "attention every N layers, Mamba between (Jamba's own field)",
+    "attn_layer_offset": "which layer of each period is attention (Jamba's own field)",
     "cross_attention_layers": "cross-attention layers that cache the image, not the text (Mllama)",
     "layer_configs": "per-layer settings",
     "kv_layer_map": "layers that share another layer's KV cache",
@@ -110,48 +105,6 @@ def checkpoint_format(config: dict[str, Any]) -> CheckpointFormat:
         "awq": CheckpointFormat.AWQ_INT4,
         "gptq": CheckpointFormat.GPTQ_INT4,
     }.get(method, CheckpointFormat.BF16)
-
-
-def _layer_kinds(text: dict[str, Any], layers: int, source: str) -> list[str]:
-    """One of full / sliding / state per decoder layer, from whichever field the family uses.
-
-    layer_types (Gemma-3/4, gpt-oss, Qwen3-Next / 3.5); hybrid_override_pattern (Nemotron-H as published:
-    '*' attention, 'M' Mamba-2, '-' MLP, 'E' MoE; models/nemotron_h.py) or layers_block_type (the same,
-    as transformers 5 saves it); full_attention_interval (Qwen3-Next without layer_types);
-    sliding_window_pattern (Gemma-3 configs before layer_types: every Nth layer is global). Layers with
-    no cache (MLP, MoE) are left out.
-    """
-    pattern = text.get("hybrid_override_pattern")
-    if isinstance(pattern, str) and pattern:
-        kinds = {"*": "full", "M": "state"}
-        unknown = sorted(set(pattern) - {*kinds, *HYBRID_CACHELESS})
-        if unknown:
-            raise PlanError(
-                "model",
-                f"{source}: unsupported layout: hybrid_override_pattern has {', '.join(repr(c) for c in unknown)}, "
-                "not a layer kind sparkfleet plans ('*' attention, 'M' Mamba-2, '-' MLP, 'E' MoE)",
-                ("a catalog id: sparkfleet catalog",),
-            )
-        return [kinds[c] for c in pattern if c in kinds]
-    types = _first(text, "layer_types", "layers_block_type")
-    if isinstance(types, list) and types:
-        known = ATTENTION_LAYER_TYPES.keys() | STATE_LAYER_TYPES | CACHELESS_LAYER_TYPES
-        unknown = sorted({str(t) for t in types} - known)
-        if unknown:
-            raise PlanError(
-                "model",
-                f"{source}: layer_types {', '.join(unknown)} are not a layer kind sparkfleet plans "
-                f"(known: {', '.join(sorted(known))})",
-                ("a catalog id: sparkfleet catalog", "--kv-bytes-per-token with a measured figure"),
-            )
-        return [ATTENTION_LAYER_TYPES.get(str(t), "state") for t in types if str(t) not in CACHELESS_LAYER_TYPES]
-    interval = text.get("full_attention_interval")
-    if isinstance(interval, int) and interval > 0 and text.get("linear_num_value_heads"):
-        return ["full" if (i + 1) % interval == 0 else "state" for i in range(layers)]
-    every = text.get("sliding_window_pattern")
-    if isinstance(every, int) and every > 1 and text.get("sliding_window"):
-        return ["full" if (i + 1) % every == 0 else "sliding" for i in range(layers)]
-    return ["full"] * layers
 
 
 def _nas_attention(text: dict[str, Any], heads: int, source: str) -> tuple[int, list[str]]:
@@ -210,47 +163,6 @@ def _nas_attention(text: dict[str, Any], heads: int, source: str) -> tuple[int, 
     return heads // groups.pop(), kinds
 
 
-def _state_layers(text: dict[str, Any], count: int, source: str) -> StateLayers | None:
-    """Mamba-2 (Nemotron-H) or Gated-DeltaNet (Qwen3-Next / 3.5) state per layer (vllm-semantics §2.5)."""
-    if not count:
-        return None
-    if text.get("linear_num_value_heads"):
-        k_heads, v_heads = int(text["linear_num_key_heads"]), int(text["linear_num_value_heads"])
-        k_dim, v_dim = int(text["linear_key_head_dim"]), int(text["linear_value_head_dim"])
-        # Qwen3.5 names its recurrent state dtype (models/config.py Qwen3_5ForConditionalGenerationConfig).
-        ssm = str(text.get("mamba_ssm_dtype") or _model_dtype(text))
-        return StateLayers(
-            kind=StateLayerKind.GATED_DELTANET,
-            count=count,
-            conv_dim=k_dim * k_heads * 2 + v_dim * v_heads,
-            conv_kernel=int(text.get("linear_conv_kernel_dim", 4)),
-            state_shape=(v_heads, v_dim, k_dim),
-            state_dtype_bytes=DTYPE_BYTES.get(ssm, 2),
-        )
-    if text.get("mamba_num_heads"):
-        heads, head_dim = int(text["mamba_num_heads"]), int(text["mamba_head_dim"])
-        state, groups = int(text["ssm_state_size"]), int(text.get("n_groups", 1))
-        # NemotronH keeps its SSM state in float32 unless its config names another dtype (models/config.py).
-        ssm = str(text.get("mamba_ssm_cache_dtype") or "float32")
-        return StateLayers(
-            kind=StateLayerKind.MAMBA2,
-            count=count,
-            conv_dim=heads * head_dim + 2 * groups * state,
-            conv_kernel=int(text.get("conv_kernel", 4)),
-            state_shape=(heads, head_dim, state),
-            state_dtype_bytes=DTYPE_BYTES.get(ssm, 4),
-        )
-    raise PlanError(
-        "model",
-        f"{source}: {count} state (linear-attention / Mamba) layers whose state shape this config does not give",
-        ("a catalog id: sparkfleet catalog",),
-    )
-
-
-def _model_dtype(text: dict[str, Any]) -> str:
-    return str(_first(text, "dtype", "torch_dtype") or "bfloat16")
-
-
 def _full_attention_shape(text: dict[str, Any], kv_heads: int, head_dim: int) -> AttentionShape | None:
     """Gemma-4's global layers, as transformers' Gemma4TextConfig builds the per-layer config vLLM's
     gemma4.py reads: per_layer_config where the file has it (transformers 5 saves it), else
@@ -302,6 +214,8 @@ def _unread_layout(config: dict[str, Any], text: dict[str, Any], source: str) ->
     for field, what in UNREAD_LAYOUT_FIELDS.items():
         if field == "block_configs" and text.get("model_type") == NAS_MODEL_TYPE:
             continue
+        if field.startswith("attn_layer_") and text.get("model_type") in PERIODIC_HYBRIDS:
+            continue
         if text.get(field) is not None or config.get(field) is not None:
             raise PlanError(
                 "model",
@@ -311,15 +225,29 @@ def _unread_layout(config: dict[str, Any], text: dict[str, Any], source: str) ->
             )
 
 
-def _layout_note(text: dict[str, Any], architecture: str, layers: int, kv_heads: int, head_dim: int) -> tuple[str, ...]:
-    """A warning for a layout no tiny-model check proves; the plan then is the dense upper bound."""
+def _layout_note(
+    text: dict[str, Any], architecture: str, layers: int, attention: tuple[int, int, int, int], state: StateLayers | None
+) -> tuple[str, ...]:
+    """A warning for a layout no tiny-model check proves: the plan is the dense upper bound where every layer
+    is full attention, else the layers as read (attention = full layers, sliding layers, KV heads, head size)."""
     model_type = str(text.get("model_type") or "unknown")
     if model_type in PROVED_LAYOUTS:
         return ()
-    return (
+    full, sliding, kv_heads, head_dim = attention
+    unproved = (
         f"the layout of {model_type} ({architecture}) is not proved against vLLM's own KV cache computation "
-        f"(tests/vllm/check_kv_geometry.py): planned as attention on all {layers} layers with {kv_heads} KV "
-        f"heads of {head_dim}, an upper bound unless a layer holds more",
+        "(tests/vllm/check_kv_geometry.py): "
+    )
+    if full == layers and state is None:
+        return (
+            unproved + f"planned as attention on all {layers} layers with {kv_heads} KV heads of {head_dim}, an "
+            "upper bound unless a layer holds more",
+        )
+    read = [f"{full} full-attention", f"{sliding} sliding-window" if sliding else ""]
+    read.append(f"{state.count} {state.kind.value} state" if state else "")
+    return (
+        unproved + f"planned as read, {', '.join(r for r in read if r)} layers with {kv_heads} KV heads of "
+        f"{head_dim}; vLLM may build this layout otherwise",
     )
 
 
@@ -345,18 +273,19 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
     if nas is not None:
         kv_heads, kinds = nas
     else:
-        kinds = _layer_kinds(text, int(layers), source)
+        kinds = layer_kinds(text, int(layers), source)
     # Gemma's last num_kv_shared_layers read the cache of an earlier layer of their kind and hold none.
     shared = int(text.get("num_kv_shared_layers") or 0)
     owned = kinds[: len(kinds) - shared] if shared else kinds
     full, sliding, state = (owned.count(k) for k in ("full", "sliding", "state"))
+    state += parallel_state_layers(text, int(layers))
     window = text.get("sliding_window") if sliding else None
     if sliding and not window:
         raise PlanError("model", f"{source}: {sliding} sliding-attention layers but no sliding_window")
     cfg = f"{source} (config.json)"
     limit = context_limit(text)
     architecture = str((config.get("architectures") or ["unknown"])[0])
-    state_layers = _state_layers(text, state, source)
+    state_layers = state_layers_of(text, state, int(hidden), source)
     full_shape = _full_attention_shape(text, int(kv_heads), int(head_dim)) if full else None
     sources = {
         key: cfg
@@ -393,7 +322,7 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         native_max_context=limit.derived,
         config_max_length=limit.allowed if limit.allowed > limit.derived else None,
         checkpoint_format=checkpoint_format(config),
-        dtype="float16" if _model_dtype(text) == "float16" else "bfloat16",
+        dtype="float16" if model_dtype(text) == "float16" else "bfloat16",
         moe=bool(_first(text, "num_experts", "num_local_experts", "n_routed_experts")),
         multimodal=isinstance(config.get("vision_config"), dict),
         model_type=str(config["model_type"]) if isinstance(config.get("model_type"), str) else None,
@@ -402,6 +331,6 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         # vLLM picks an attention backend per layer for hybrids; forcing one crashes them (seed 002 §7.1.1).
         force_attention_backend=state_layers is None,
         speculative=_speculative(text),
-        quirks=_layout_note(text, architecture, int(layers), int(kv_heads), int(head_dim)),
+        quirks=_layout_note(text, architecture, int(layers), (full, sliding, int(kv_heads), int(head_dim)), state_layers),
         sources=sources | {"weights_gib": f"{source} (safetensors sizes)"},
     )

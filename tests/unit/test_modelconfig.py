@@ -94,6 +94,85 @@ def test_gated_deltanet_hybrids(name: str) -> None:
     assert profile.state_layers.count == 3 * profile.full_attention_layers
 
 
+def test_lfm2_short_convolutions_from_full_attn_idxs() -> None:
+    # transformers' Lfm2Config turns this file's full_attn_idxs into layer_types the same way.
+    profile = from_fixture("LiquidAI--LFM2-1.2B", weights=2_340_697_936)
+    layers = profile.state_layers
+    assert (profile.full_attention_layers, profile.kv_heads, profile.head_dim) == (6, 8, 64)
+    assert layers is not None and layers.kind is StateLayerKind.SHORT_CONV and layers.count == 10
+    assert (layers.conv_dim, layers.conv_kernel, layers.state_shape) == (2048, 3, ())
+    # Two convolution inputs of 2048 bf16 values per layer and sequence; no recurrent state.
+    assert geometry(profile, kv_cache_dtype="auto").state_bytes_per_layer == 2 * 2048 * 2
+    assert "LFM2" not in " ".join(profile.quirks) and not any("not proved" in q for q in profile.quirks)
+
+
+def hybrid(**fields: object) -> ModelProfile:
+    config = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, **fields}
+    return profile_from_config("org/hybrid", config, 10 * GIB, "hybrid")
+
+
+def test_jamba_attention_every_period_at_its_offset_with_mamba1_state() -> None:
+    # AI21-Jamba-Mini's shape: 32 layers, attention at offset 4 of every 8, Mamba-1 of expand 2 and d_state 16.
+    profile = hybrid(
+        model_type="jamba",
+        num_hidden_layers=32,
+        attn_layer_period=8,
+        attn_layer_offset=4,
+        mamba_expand=2,
+        mamba_d_state=16,
+        mamba_d_conv=4,
+    )
+    layers = profile.state_layers
+    assert profile.full_attention_layers == 4 and layers is not None and layers.count == 28
+    assert layers.kind is StateLayerKind.MAMBA1 and layers.state_shape == (8192, 16)
+    # Mamba-1's convolution window does not grow with speculative tokens; at TP 2 both halves split.
+    plain = geometry(profile, kv_cache_dtype="auto", tensor_parallel=2).state_bytes_per_layer
+    assert plain == (4096 * 3 + 4096 * 16) * 2
+    assert geometry(profile, kv_cache_dtype="auto", tensor_parallel=2, speculative_tokens=3).state_bytes_per_layer == plain
+
+
+def test_falcon_h1_runs_mamba2_beside_attention_in_every_layer() -> None:
+    profile = hybrid(
+        model_type="falcon_h1",
+        num_hidden_layers=44,
+        head_dim=128,
+        mamba_d_ssm=6144,
+        mamba_n_heads=96,
+        mamba_d_head=64,
+        mamba_d_state=256,
+        mamba_n_groups=1,
+        mamba_d_conv=4,
+    )
+    layers = profile.state_layers
+    assert profile.full_attention_layers == 44 and layers is not None and layers.count == 44
+    assert layers.conv_dim == 6144 + 2 * 256 and layers.state_dtype_bytes == 2
+
+
+def test_granite_hybrid_inner_size_is_expand_times_hidden() -> None:
+    profile = hybrid(
+        model_type="granitemoehybrid",
+        num_hidden_layers=4,
+        layer_types=["mamba", "mamba", "mamba", "attention"],
+        mamba_expand=2,
+        mamba_n_heads=128,
+        mamba_d_head=64,
+        mamba_d_state=128,
+        mamba_n_groups=1,
+        mamba_d_conv=4,
+    )
+    layers = profile.state_layers
+    assert layers is not None and layers.kind is StateLayerKind.MAMBA2 and layers.count == 3
+    assert layers.conv_dim == 8192 + 2 * 128 and layers.state_shape == (128, 64, 128)
+
+
+def test_jamba_period_fields_are_refused_outside_jamba() -> None:
+    config = json.loads((CONFIGS / "meta-llama--Llama-3.1-8B-Instruct.json").read_text())
+    with pytest.raises(PlanError, match="attn_layer_period"):
+        profile_from_config("x", {**config, "attn_layer_period": 8}, GIB, "x")
+    with pytest.raises(PlanError, match="attn_layer_period 0"):
+        hybrid(model_type="jamba", num_hidden_layers=8, attn_layer_period=0, mamba_d_state=16)
+
+
 # Catalog profiles and the profile their own published config.json gives must lay KV out the same way.
 CATALOG_CONFIGS = {
     "openai/gpt-oss-120b": "openai--gpt-oss-120b",

@@ -14,9 +14,11 @@ compared like the others and the stale entry is reported as a failure. Prints on
 
 from __future__ import annotations
 
+import ast
 import gc
 import json
 import os
+import re
 import sys
 import tempfile
 import traceback
@@ -215,9 +217,125 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "linear_key_head_dim": 128,
         "linear_value_head_dim": 128,
     },
+    # Granite-4.0-H: Mamba-2 layers with attention between (layer_types), MoE with a shared expert
+    # (ibm-granite/granite-4.0-h-small); inner size mamba_expand x hidden_size, state in the model's dtype.
+    "granitemoehybrid (Mamba-2 hybrid, layer_types)": {
+        "architectures": ["GraniteMoeHybridForCausalLM"],
+        "model_type": "granitemoehybrid",
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "layer_types": ["mamba", "mamba", "attention", "mamba"],
+        "mamba_n_heads": 8,
+        "mamba_d_head": 64,
+        "mamba_d_state": 32,
+        "mamba_n_groups": 1,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+        "shared_intermediate_size": 256,
+    },
+    # Jamba: Mamba-1 with attention at offset 4 of every 8 layers (ai21labs/AI21-Jamba-Mini-1.7); here 2 of 4.
+    "jamba (Mamba-1 hybrid, attention period)": {
+        "architectures": ["JambaForCausalLM"],
+        "model_type": "jamba",
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "attn_layer_period": 4,
+        "attn_layer_offset": 2,
+        "expert_layer_period": 2,
+        "expert_layer_offset": 1,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "mamba_d_state": 16,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+        "mamba_dt_rank": 16,
+    },
+    # Falcon-H1: attention and Mamba-2 side by side in every layer, mamba_d_ssm as the inner size (tiiuae/Falcon-H1).
+    "falcon_h1 (parallel attention + Mamba-2)": {
+        "architectures": ["FalconH1ForCausalLM"],
+        "model_type": "falcon_h1",
+        "num_hidden_layers": 2,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "mamba_d_ssm": 512,
+        "mamba_n_heads": 8,
+        "mamba_d_head": 64,
+        "mamba_d_state": 32,
+        "mamba_n_groups": 1,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+    },
+    # LFM2: gated short convolutions (conv_L_cache 3) with attention between (LiquidAI/LFM2 layer_types).
+    "lfm2 (short-convolution hybrid)": {
+        "architectures": ["Lfm2ForCausalLM"],
+        "model_type": "lfm2",
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "layer_types": ["conv", "conv", "full_attention", "conv"],
+        "conv_L_cache": 3,
+        "conv_dim": 256,
+        "block_dim": 256,
+        "block_ff_dim": 512,
+    },
+    # LFM2-MoE: the same convolutions with routed experts after the dense first layers (LiquidAI/LFM2-8B-A1B).
+    "lfm2_moe (short-convolution hybrid, MoE)": {
+        "architectures": ["Lfm2MoeForCausalLM"],
+        "model_type": "lfm2_moe",
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "layer_types": ["conv", "conv", "full_attention", "conv"],
+        "conv_L_cache": 3,
+        "conv_dim": 256,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 128,
+        "num_dense_layers": 1,
+    },
 }
 
 CANNOT_RUN: dict[str, str] = {}
+
+# Architectures vLLM marks IsHybrid (its registry's text-generation models) that no family above proves, and why.
+# The planner warns for each (its model_type is not in PROVED_LAYOUTS). A name vLLM no longer has fails as stale.
+UNPROVED_HYBRIDS = {
+    "AliceAIForCausalLM": "new in 0.33; not compared yet",
+    "BailingMoeV2_5ForCausalLM": "Bailing's linear attention (lightning) hybrid; not compared yet",
+    "BailingMoeV3ForCausalLM": "not compared yet",
+    "Glm5NextForCausalLM": "circular-buffer attention (vllm/models/glm5next); not compared yet",
+    "KimiLinearForCausalLM": "KDA with MLA: vLLM's CPU build turns prefix caching off for MLA and then refuses the "
+    "hybrid's mamba block size (--mamba-block-size can only be set with --enable-prefix-caching)",
+    "NemotronHPuzzleForCausalLM": "Nemotron-H's class with per-layer Puzzle blocks; not compared yet",
+    "OlmoHybridForCausalLM": "its Gated-DeltaNet kernels need Triton, which vLLM's CPU build lacks",
+    "Qwen3_5ForCausalLM": "vLLM 0.32's qwen3_5.py imports qwen3_vl, whose image processor needs torchvision, which "
+    "the CPU test venv leaves out; the catalog's Qwen3.5 / 3.6 profiles carry their layout from the published configs",
+    "Qwen3_5MoeForCausalLM": "as Qwen3_5ForCausalLM",
+    "Qwen4ExpForCausalLM": "QSA attention with circular-buffer caches (vllm/models/qwen4_exp); not compared yet",
+    "Zamba2ForCausalLM": "Mamba-2 layers sharing attention blocks (layers_block_type 'hybrid'); not compared yet",
+}
+# KV cache spec kinds in vLLM's kv_cache_interface.py the planner does not plan (KIND_OF_SPEC holds those it does),
+# and why. A config that would need one is not in PROVED_LAYOUTS, so its plan carries the unproved-layout warning.
+UNPLANNED_SPECS = {
+    "AttentionSpec": "the base of the attention kinds",
+    "UniformTypeKVCacheSpecs": "a wrapper vLLM builds over layers of one kind",
+    "ChunkedLocalAttentionSpec": "Llama-4's chunked local attention (planned as full attention: an upper bound)",
+    "CircularBufferSpec": "GLM-5-Next's and Qwen4-Exp's ring caches",
+    "CrossAttentionSpec": "encoder-decoder cross attention (no chat model on a Spark)",
+    "EncoderOnlyAttentionSpec": "encoder-only models (embeddings), not served by sparkfleet",
+    "HiSparseHotSpec": "DeepSeek-V4-style hierarchical sparse MLA, hot tier",
+    "HiSparseResidentSpec": "DeepSeek-V4-style hierarchical sparse MLA, resident tier",
+    "HiddenStateCacheSpec": "hidden states kept for speculative decoding heads",
+    "RSWASpec": "restricted sliding-window attention",
+    "SinkFullAttentionSpec": "full attention with static sink tokens",
+    "SlidingWindowMLASpec": "sliding-window MLA (compressed caches bounded by a window)",
+}
+
 
 NAS_CONFIG_CODE = """from transformers import LlamaConfig
 
@@ -342,6 +460,76 @@ def write_model(root: Path, fields: dict[str, Any]) -> Path:
     return model_dir
 
 
+def _class_bases(files: list[Path]) -> dict[str, set[str]]:
+    bases: dict[str, set[str]] = {}
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                names = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+                bases.setdefault(node.name, set()).update(names)
+    return bases
+
+
+def _derives(bases: dict[str, set[str]], name: str, root: str, seen: frozenset[str] = frozenset()) -> bool:
+    return name == root or any(_derives(bases, b, root, seen | {name}) for b in bases.get(name, ()) if b not in seen)
+
+
+def vllm_layouts(tree: Path) -> tuple[set[str], set[str]]:
+    """What one vLLM source tree implements, read from its code (not imported): the text-generation
+    architectures of its model registry whose class is IsHybrid, and every KVCacheSpec kind."""
+    registry = ast.parse((tree / "model_executor/models/registry.py").read_text())
+    models: dict[str, tuple[str, str]] = {}
+    for node in ast.walk(registry):
+        target = (
+            node.targets[0] if isinstance(node, ast.Assign) else node.target if isinstance(node, ast.AnnAssign) else None
+        )
+        if isinstance(target, ast.Name) and target.id == "_TEXT_GENERATION_MODELS" and node.value is not None:
+            models = ast.literal_eval(node.value)
+    model_files = [*(tree / "model_executor/models").glob("*.py"), *(tree / "models").rglob("*.py")]
+    bases = _class_bases(model_files)
+    hybrids = {arch for arch, (_, cls) in models.items() if _derives(bases, cls, "IsHybrid")}
+    specs = _class_bases([tree / "v1/kv_cache_interface.py"])
+    kinds = {name for name in specs if name != "KVCacheSpec" and _derives(specs, name, "KVCacheSpec")}
+    if not models or not hybrids or not kinds:
+        raise AssertionError(f"{tree}: found no registry, hybrid or KV spec kind: the source layout changed")
+    return hybrids, kinds
+
+
+def layouts_accounted(trees: list[Path]) -> bool:
+    """Every hybrid architecture and KV spec kind of each vLLM tree is proved here, planned, or listed with a reason."""
+    proved = {arch for fields in FAMILIES.values() for arch in fields["architectures"]}
+    ok = True
+    seen_hybrids: set[str] = set()
+    seen_kinds: set[str] = set()
+    for tree in trees:
+        hybrids, kinds = vllm_layouts(tree)
+        seen_hybrids |= hybrids
+        seen_kinds |= kinds
+        unaccounted = sorted(hybrids - proved - UNPROVED_HYBRIDS.keys())
+        unplanned = sorted(kinds - KIND_OF_SPEC.keys() - UNPLANNED_SPECS.keys())
+        version = _version_of(tree)
+        if unaccounted or unplanned:
+            ok = False
+            print(
+                f"FAIL      vLLM {version}: hybrids {unaccounted} and KV spec kinds {unplanned} are neither proved nor listed"
+            )
+            continue
+        print(
+            f"ok        vLLM {version} layouts: {len(hybrids)} hybrid architectures, {len(hybrids & proved)} proved, "
+            f"{len(hybrids - proved)} listed unproved; {len(kinds)} KV spec kinds, {len(kinds & KIND_OF_SPEC.keys())} planned"
+        )
+    stale = sorted((UNPROVED_HYBRIDS.keys() - seen_hybrids) | (UNPLANNED_SPECS.keys() - seen_kinds))
+    if stale:
+        ok = False
+        print(f"FAIL      listed but in no vLLM tree checked (stale): {stale}")
+    return ok
+
+
+def _version_of(tree: Path) -> str:
+    found = re.search(r"__version__\s*=\s*version\s*=\s*['\"]([^'\"]+)", (tree / "_version.py").read_text())
+    return found.group(1) if found else str(tree)
+
+
 def proved_layouts_agree() -> bool:
     """The planner's list of proved layouts (sparkfleet.modelconfig) is exactly the families checked here."""
     checked = {fields["model_type"] for fields in FAMILIES.values()}
@@ -355,6 +543,11 @@ def proved_layouts_agree() -> bool:
 def main() -> int:
     passed = failed = 0
     if not proved_layouts_agree():
+        failed += 1
+    import vllm
+
+    trees = [Path(vllm.__file__).parent, *(Path(p) for p in os.environ.get("KV_LAYOUT_TREES", "").split(os.pathsep) if p)]
+    if not layouts_accounted(trees):
         failed += 1
     with tempfile.TemporaryDirectory() as tmp:
         only = os.environ.get("KV_FAMILIES")

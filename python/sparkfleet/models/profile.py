@@ -41,8 +41,10 @@ class MlaShape(Strict):
 
 
 class StateLayerKind(str, Enum):
+    MAMBA1 = "mamba1"
     MAMBA2 = "mamba2"
     GATED_DELTANET = "gated-deltanet"
+    SHORT_CONV = "short-conv"
 
 
 class StateLayers(Strict):
@@ -52,9 +54,16 @@ class StateLayers(Strict):
     count: Annotated[int, Field(gt=0)]
     conv_dim: Annotated[int, Field(gt=0)]
     conv_kernel: Annotated[int, Field(gt=1)]
-    state_shape: tuple[int, int, int]
+    # The recurrent state per layer, its first dimension split across tensor-parallel ranks; empty for a
+    # short convolution (LFM2), whose whole state is its convolution window.
+    state_shape: tuple[int, ...]
     state_dtype_bytes: Literal[2, 4] = 4
     conv_dtype_bytes: Literal[2, 4] = 2
+
+    @property
+    def conv_holds_speculative_tokens(self) -> bool:
+        """Mamba-1's convolution window does not grow with speculative tokens (mamba_utils.mamba1_state_shape)."""
+        return self.kind is not StateLayerKind.MAMBA1
 
 
 class SpeculativeSupport(Strict):

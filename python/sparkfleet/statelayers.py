@@ -1,0 +1,207 @@
+"""Which layers of a config.json hold a KV cache, which a per-sequence state, and how big that state is.
+
+Pure. Each family is read the way vLLM 0.32 builds its layers (the model file named in each reader), and
+tests/vllm/check_kv_geometry.py compares the result with the KV cache config vLLM builds for a tiny model
+of the same layout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import PlanError
+from .models import StateLayerKind, StateLayers
+
+ATTENTION_LAYER_TYPES = {
+    "full_attention": "full",
+    "attention": "full",
+    "chunked_attention": "full",
+    "sliding_attention": "sliding",
+}
+# Mamba (Nemotron-H, Granite-4.0-H), linear attention (Qwen3-Next / 3.5) and LFM2's short convolution.
+STATE_LAYER_TYPES = {"linear_attention", "mamba", "conv"}
+# Layers with no cache at all (Nemotron-H's MLP and MoE layers in layers_block_type).
+CACHELESS_LAYER_TYPES = {"mlp", "moe"}
+HYBRID_CACHELESS = {"-", "E"}  # hybrid_override_pattern's MLP and MoE layers
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# Families whose every decoder layer runs attention and Mamba-2 side by side (models/falcon_h1.py).
+PARALLEL_HYBRIDS = {"falcon_h1"}
+# Families that read Jamba's period fields (models/jamba.py: attention where i % period == offset).
+PERIODIC_HYBRIDS = {"jamba"}
+
+
+def model_dtype(text: dict[str, Any]) -> str:
+    return str(text.get("dtype") or text.get("torch_dtype") or "bfloat16")
+
+
+def layer_kinds(text: dict[str, Any], layers: int, source: str) -> list[str]:
+    """One of full / sliding / state per decoder layer, from whichever field the family uses.
+
+    layer_types (Gemma-3/4, gpt-oss, Qwen3-Next / 3.5, Granite-4.0-H, LFM2); full_attn_idxs (LFM2 as first
+    published: the attention layers' indices, convolutions elsewhere, as transformers' Lfm2Config reads it);
+    hybrid_override_pattern
+    (Nemotron-H as published: '*' attention, 'M' Mamba-2, '-' MLP, 'E' MoE; models/nemotron_h.py) or
+    layers_block_type (the same, as transformers 5 saves it); attn_layer_period / attn_layer_offset
+    (Jamba); full_attention_interval (Qwen3-Next without layer_types); sliding_window_pattern (Gemma-3
+    configs before layer_types: every Nth layer is global). Layers with no cache (MLP, MoE) are left out.
+    A parallel hybrid's (Falcon-H1) Mamba layers are counted by parallel_state_layers, not here.
+    """
+    pattern = text.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:
+        kinds = {"*": "full", "M": "state"}
+        unknown = sorted(set(pattern) - {*kinds, *HYBRID_CACHELESS})
+        if unknown:
+            raise PlanError(
+                "model",
+                f"{source}: unsupported layout: hybrid_override_pattern has {', '.join(repr(c) for c in unknown)}, "
+                "not a layer kind sparkfleet plans ('*' attention, 'M' Mamba-2, '-' MLP, 'E' MoE)",
+                ("a catalog id: sparkfleet catalog",),
+            )
+        return [kinds[c] for c in pattern if c in kinds]
+    types = text.get("layer_types") if text.get("layer_types") is not None else text.get("layers_block_type")
+    if isinstance(types, list) and types:
+        known = ATTENTION_LAYER_TYPES.keys() | STATE_LAYER_TYPES | CACHELESS_LAYER_TYPES
+        unknown = sorted({str(t) for t in types} - known)
+        if unknown:
+            raise PlanError(
+                "model",
+                f"{source}: layer_types {', '.join(unknown)} are not a layer kind sparkfleet plans "
+                f"(known: {', '.join(sorted(known))})",
+                ("a catalog id: sparkfleet catalog", "--kv-bytes-per-token with a measured figure"),
+            )
+        return [ATTENTION_LAYER_TYPES.get(str(t), "state") for t in types if str(t) not in CACHELESS_LAYER_TYPES]
+    attention_at = text.get("full_attn_idxs")
+    if isinstance(attention_at, list) and attention_at:
+        return ["full" if i in attention_at else "state" for i in range(layers)]
+    if text.get("model_type") in PERIODIC_HYBRIDS:
+        period, offset = int(text.get("attn_layer_period") or 0), int(text.get("attn_layer_offset") or 0)
+        if period < 1 or not 0 <= offset < period:
+            raise PlanError(
+                "model",
+                f"{source}: unsupported layout: attn_layer_period {period} and attn_layer_offset {offset} "
+                "(the period must be at least 1 and the offset within it)",
+            )
+        return ["full" if i % period == offset else "state" for i in range(layers)]
+    interval = text.get("full_attention_interval")
+    if isinstance(interval, int) and interval > 0 and text.get("linear_num_value_heads"):
+        return ["full" if (i + 1) % interval == 0 else "state" for i in range(layers)]
+    every = text.get("sliding_window_pattern")
+    if isinstance(every, int) and every > 1 and text.get("sliding_window"):
+        return ["full" if (i + 1) % every == 0 else "sliding" for i in range(layers)]
+    return ["full"] * layers
+
+
+def parallel_state_layers(text: dict[str, Any], layers: int) -> int:
+    """Mamba layers that sit beside an attention layer in the same decoder layer (Falcon-H1)."""
+    return layers if text.get("model_type") in PARALLEL_HYBRIDS else 0
+
+
+def state_layers(text: dict[str, Any], count: int, hidden: int, source: str) -> StateLayers | None:
+    """The per-sequence state of `count` state layers (vllm-semantics §2.5; mamba_utils.MambaStateShapeCalculator)."""
+    if not count:
+        return None
+    for reader in (_gated_deltanet, _nemotron_mamba2, _granite_mamba2, _jamba_mamba1, _short_conv):
+        found = reader(text, count, hidden)
+        if found is not None:
+            return found
+    raise PlanError(
+        "model",
+        f"{source}: {count} state (linear-attention / Mamba / convolution) layers whose state shape this config "
+        "does not give",
+        ("a catalog id: sparkfleet catalog",),
+    )
+
+
+def _gated_deltanet(text: dict[str, Any], count: int, hidden: int) -> StateLayers | None:
+    """Qwen3-Next / 3.5 (models/qwen3_next.py, qwen3_5.py)."""
+    if not text.get("linear_num_value_heads"):
+        return None
+    k_heads, v_heads = int(text["linear_num_key_heads"]), int(text["linear_num_value_heads"])
+    k_dim, v_dim = int(text["linear_key_head_dim"]), int(text["linear_value_head_dim"])
+    # Qwen3.5 names its recurrent state dtype (models/config.py Qwen3_5ForConditionalGenerationConfig).
+    ssm = str(text.get("mamba_ssm_dtype") or model_dtype(text))
+    return StateLayers(
+        kind=StateLayerKind.GATED_DELTANET,
+        count=count,
+        conv_dim=k_dim * k_heads * 2 + v_dim * v_heads,
+        conv_kernel=int(text.get("linear_conv_kernel_dim", 4)),
+        state_shape=(v_heads, v_dim, k_dim),
+        state_dtype_bytes=DTYPE_BYTES.get(ssm, 2),
+    )
+
+
+def _mamba2(
+    count: int, *, heads: int, head_dim: int, state: int, groups: int, inner: int, kernel: int, ssm: str
+) -> StateLayers:
+    return StateLayers(
+        kind=StateLayerKind.MAMBA2,
+        count=count,
+        conv_dim=inner + 2 * groups * state,
+        conv_kernel=kernel,
+        state_shape=(heads, head_dim, state),
+        state_dtype_bytes=DTYPE_BYTES.get(ssm, 4),
+    )
+
+
+def _nemotron_mamba2(text: dict[str, Any], count: int, hidden: int) -> StateLayers | None:
+    """Nemotron-H (models/nemotron_h.py): its inner size is heads x head size."""
+    if not text.get("mamba_num_heads"):
+        return None
+    heads, head_dim = int(text["mamba_num_heads"]), int(text["mamba_head_dim"])
+    # NemotronH keeps its SSM state in float32 unless its config names another dtype (models/config.py).
+    return _mamba2(
+        count,
+        heads=heads,
+        head_dim=head_dim,
+        state=int(text["ssm_state_size"]),
+        groups=int(text.get("n_groups", 1)),
+        inner=heads * head_dim,
+        kernel=int(text.get("conv_kernel", 4)),
+        ssm=str(text.get("mamba_ssm_cache_dtype") or "float32"),
+    )
+
+
+def _granite_mamba2(text: dict[str, Any], count: int, hidden: int) -> StateLayers | None:
+    """Granite-4.0-H and Falcon-H1 (models/granitemoehybrid.py, falcon_h1.py): the inner size is mamba_d_ssm
+    where given (Falcon-H1), else mamba_expand x hidden_size; the state keeps the model's dtype."""
+    if not text.get("mamba_n_heads"):
+        return None
+    inner = text.get("mamba_d_ssm") or int(float(text.get("mamba_expand", 2)) * hidden)
+    return _mamba2(
+        count,
+        heads=int(text["mamba_n_heads"]),
+        head_dim=int(text["mamba_d_head"]),
+        state=int(text["mamba_d_state"]),
+        groups=int(text.get("mamba_n_groups", 1)),
+        inner=int(inner),
+        kernel=int(text.get("mamba_d_conv", 4)),
+        ssm=model_dtype(text),
+    )
+
+
+def _jamba_mamba1(text: dict[str, Any], count: int, hidden: int) -> StateLayers | None:
+    """Jamba's Mamba-1 (models/jamba.py): a convolution over the inner size and a state of inner x d_state."""
+    if text.get("model_type") not in PERIODIC_HYBRIDS:
+        return None
+    inner = int(text.get("mamba_expand", 2)) * hidden
+    return StateLayers(
+        kind=StateLayerKind.MAMBA1,
+        count=count,
+        conv_dim=inner,
+        conv_kernel=int(text.get("mamba_d_conv", 4)),
+        state_shape=(inner, int(text.get("mamba_d_state", 16))),
+        state_dtype_bytes=DTYPE_BYTES.get(model_dtype(text), 2),
+    )
+
+
+def _short_conv(text: dict[str, Any], count: int, hidden: int) -> StateLayers | None:
+    """LFM2's gated short convolution (models/lfm2.py): only a window of conv_L_cache - 1 inputs."""
+    if not text.get("conv_L_cache"):
+        return None
+    return StateLayers(
+        kind=StateLayerKind.SHORT_CONV,
+        count=count,
+        conv_dim=int(text.get("conv_dim") or hidden),
+        conv_kernel=int(text["conv_L_cache"]),
+        state_shape=(),
+    )
