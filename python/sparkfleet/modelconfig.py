@@ -22,7 +22,14 @@ from .models import (
     SpeculativeSupport,
     StateLayers,
 )
-from .statelayers import PERIODIC_HYBRIDS, layer_kinds, model_dtype, parallel_state_layers
+from .statelayers import (
+    PERIODIC_HYBRIDS,
+    SHARED_ATTENTION_HYBRIDS,
+    layer_kinds,
+    model_dtype,
+    parallel_state_layers,
+    shared_attention_shape,
+)
 from .statelayers import state_layers as state_layers_of
 
 # Sub-configs that hold the language model of a multimodal or wrapped checkpoint.
@@ -61,6 +68,7 @@ PROVED_LAYOUTS = {
     "falcon_h1": "falcon_h1 (parallel attention + Mamba-2)",
     "lfm2": "lfm2 (short-convolution hybrid)",
     "lfm2_moe": "lfm2_moe (short-convolution hybrid, MoE)",
+    "zamba2": "zamba2 (Mamba-2 with shared attention blocks)",
     NAS_MODEL_TYPE: "nemotron_nas (per-layer blocks, no-op attention)",
 }
 # Fields that shape layers and that the planner does not read: planning past them would use defaults
@@ -269,6 +277,8 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         if mla
         else _first(text, "head_dim") or _first(text, "hidden_size_per_head") or hidden // heads
     )
+    if text.get("model_type") in SHARED_ATTENTION_HYBRIDS:
+        kv_heads, head_dim = shared_attention_shape(text, int(heads), int(hidden))
     nas = _nas_attention(text, int(heads), source) if text.get("model_type") == NAS_MODEL_TYPE else None
     if nas is not None:
         kv_heads, kinds = nas

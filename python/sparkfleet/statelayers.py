@@ -17,6 +17,8 @@ ATTENTION_LAYER_TYPES = {
     "attention": "full",
     "chunked_attention": "full",
     "sliding_attention": "sliding",
+    # Zamba2's layers_block_type: a Mamba-2 layer with a shared attention block beside it (its own KV cache).
+    "hybrid": "full",
 }
 # Mamba (Nemotron-H, Granite-4.0-H), linear attention (Qwen3-Next / 3.5) and LFM2's short convolution.
 STATE_LAYER_TYPES = {"linear_attention", "mamba", "conv"}
@@ -26,6 +28,9 @@ HYBRID_CACHELESS = {"-", "E"}  # hybrid_override_pattern's MLP and MoE layers
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 # Families whose every decoder layer runs attention and Mamba-2 side by side (models/falcon_h1.py).
 PARALLEL_HYBRIDS = {"falcon_h1"}
+# Families whose attention layers run a block shared between layers, each layer with its own KV cache, and
+# every layer a Mamba-2 (models/zamba2.py).
+SHARED_ATTENTION_HYBRIDS = {"zamba2"}
 # Families that read Jamba's period fields (models/jamba.py: attention where i % period == offset).
 PERIODIC_HYBRIDS = {"jamba"}
 
@@ -92,15 +97,28 @@ def layer_kinds(text: dict[str, Any], layers: int, source: str) -> list[str]:
 
 
 def parallel_state_layers(text: dict[str, Any], layers: int) -> int:
-    """Mamba layers that sit beside an attention layer in the same decoder layer (Falcon-H1)."""
-    return layers if text.get("model_type") in PARALLEL_HYBRIDS else 0
+    """Mamba layers that sit beside an attention layer in the same decoder layer: every one of Falcon-H1's,
+    and Zamba2's 'hybrid' layers."""
+    if text.get("model_type") in PARALLEL_HYBRIDS:
+        return layers
+    types = text.get("layers_block_type")
+    if text.get("model_type") in SHARED_ATTENTION_HYBRIDS and isinstance(types, list):
+        return sum(1 for t in types if t == "hybrid")
+    return 0
+
+
+def shared_attention_shape(text: dict[str, Any], heads: int, hidden: int) -> tuple[int, int]:
+    """KV heads and head size of Zamba2's shared attention: vLLM builds it with as many KV heads as query heads,
+    each attention_head_dim wide (2 x hidden_size / heads where the file leaves it out, as Zamba2Config does)."""
+    width = int(text.get("attention_hidden_size") or 2 * hidden)
+    return heads, int(text.get("attention_head_dim") or width // heads)
 
 
 def state_layers(text: dict[str, Any], count: int, hidden: int, source: str) -> StateLayers | None:
     """The per-sequence state of `count` state layers (vllm-semantics §2.5; mamba_utils.MambaStateShapeCalculator)."""
     if not count:
         return None
-    for reader in (_gated_deltanet, _nemotron_mamba2, _granite_mamba2, _jamba_mamba1, _short_conv):
+    for reader in (_gated_deltanet, _nemotron_mamba2, _granite_mamba2, _zamba_mamba2, _jamba_mamba1, _short_conv):
         found = reader(text, count, hidden)
         if found is not None:
             return found
@@ -174,6 +192,22 @@ def _granite_mamba2(text: dict[str, Any], count: int, hidden: int) -> StateLayer
         state=int(text["mamba_d_state"]),
         groups=int(text.get("mamba_n_groups", 1)),
         inner=int(inner),
+        kernel=int(text.get("mamba_d_conv", 4)),
+        ssm=model_dtype(text),
+    )
+
+
+def _zamba_mamba2(text: dict[str, Any], count: int, hidden: int) -> StateLayers | None:
+    """Zamba2 (models/zamba2.py): its own field names; the inner size is mamba_expand x hidden_size."""
+    if not text.get("n_mamba_heads"):
+        return None
+    return _mamba2(
+        count,
+        heads=int(text["n_mamba_heads"]),
+        head_dim=int(text["mamba_headdim"]),
+        state=int(text["mamba_d_state"]),
+        groups=int(text.get("mamba_ngroups", 1)),
+        inner=int(text.get("mamba_expand", 2)) * hidden,
         kernel=int(text.get("mamba_d_conv", 4)),
         ssm=model_dtype(text),
     )

@@ -165,6 +165,28 @@ def test_granite_hybrid_inner_size_is_expand_times_hidden() -> None:
     assert layers.conv_dim == 8192 + 2 * 128 and layers.state_shape == (128, 64, 128)
 
 
+def test_zamba2_shares_attention_blocks_with_their_own_caches_beside_mamba2_everywhere() -> None:
+    # A large Zamba2 shape, 13 of 81 layers 'hybrid' (Mamba-2 plus a shared attention block). With no
+    # attention_head_dim in the file, Zamba2Config's 2 x hidden / heads applies, with as many KV heads as heads.
+    types = ["hybrid" if i % 6 == 5 else "mamba" for i in range(78)] + ["mamba"] * 3
+    profile = hybrid(
+        model_type="zamba2",
+        num_hidden_layers=81,
+        hidden_size=3584,
+        num_attention_heads=32,
+        layers_block_type=types,
+        n_mamba_heads=112,
+        mamba_headdim=64,
+        mamba_d_state=64,
+        mamba_ngroups=2,
+        mamba_d_conv=4,
+        mamba_expand=2,
+    )
+    layers = profile.state_layers
+    assert (profile.full_attention_layers, profile.kv_heads, profile.head_dim) == (13, 32, 224)
+    assert layers is not None and layers.count == 81 and layers.conv_dim == 2 * 3584 + 2 * 2 * 64
+
+
 def test_jamba_period_fields_are_refused_outside_jamba() -> None:
     config = json.loads((CONFIGS / "meta-llama--Llama-3.1-8B-Instruct.json").read_text())
     with pytest.raises(PlanError, match="attn_layer_period"):

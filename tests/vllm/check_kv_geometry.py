@@ -294,6 +294,27 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "mamba_d_state": 128,
         "mamba_expand": 32,
     },
+    # Zamba2: Mamba-2 in every layer, and in the 'hybrid' ones a shared attention block with its own KV cache
+    # (Zyphra/Zamba2 layers_block_type; attention heads as KV heads, attention_head_dim = 2 x hidden / heads).
+    "zamba2 (Mamba-2 with shared attention blocks)": {
+        "architectures": ["Zamba2ForCausalLM"],
+        "model_type": "zamba2",
+        "num_hidden_layers": 4,
+        "layers_block_type": ["mamba", "hybrid", "mamba", "hybrid"],
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "attention_hidden_size": 512,
+        "attention_head_dim": 64,
+        "num_mem_blocks": 1,
+        "n_mamba_heads": 8,
+        "mamba_headdim": 64,
+        "mamba_d_state": 32,
+        "mamba_ngroups": 1,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+        "use_shared_attention_adapter": False,
+        "use_mem_rope": False,
+    },
     # LFM2: gated short convolutions (conv_L_cache 3) with attention between (LiquidAI/LFM2 layer_types).
     "lfm2 (short-convolution hybrid)": {
         "architectures": ["Lfm2ForCausalLM"],
@@ -341,7 +362,6 @@ UNPROVED_HYBRIDS = {
     "the CPU test venv leaves out; the catalog's Qwen3.5 / 3.6 profiles carry their layout from the published configs",
     "Qwen3_5MoeForCausalLM": "as Qwen3_5ForCausalLM",
     "Qwen4ExpForCausalLM": "QSA attention with circular-buffer caches (vllm/models/qwen4_exp); not compared yet",
-    "Zamba2ForCausalLM": "Mamba-2 layers sharing attention blocks (layers_block_type 'hybrid'); not compared yet",
 }
 # KV cache spec kinds in vLLM's kv_cache_interface.py the planner does not plan (KIND_OF_SPEC holds those it does),
 # and why. A config that would need one is not in PROVED_LAYOUTS, so its plan carries the unproved-layout warning.
