@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from .errors import PlanError
 from .models import StateLayerKind, StateLayers
 
@@ -119,7 +121,20 @@ def state_layers(text: dict[str, Any], count: int, hidden: int, source: str) -> 
     if not count:
         return None
     for reader in (_gated_deltanet, _nemotron_mamba2, _granite_mamba2, _zamba_mamba2, _jamba_mamba1, _short_conv):
-        found = reader(text, count, hidden)
+        try:
+            found = reader(text, count, hidden)
+        except KeyError as exc:
+            raise PlanError(
+                "model",
+                f"{source}: {count} state layers, but the config lacks {exc.args[0]}, which their state shape needs",
+                ("a catalog id: sparkfleet catalog",),
+            ) from exc
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            field = ".".join(str(part) for part in error["loc"])
+            raise PlanError("model", f"{source}: the state layers' {field} is not valid: {error['msg']}") from exc
+        except (TypeError, ValueError) as exc:
+            raise PlanError("model", f"{source}: a state-layer field is not a number ({exc})") from exc
         if found is not None:
             return found
     raise PlanError(

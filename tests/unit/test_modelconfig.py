@@ -103,7 +103,7 @@ def test_lfm2_short_convolutions_from_full_attn_idxs() -> None:
     assert (layers.conv_dim, layers.conv_kernel, layers.state_shape) == (2048, 3, ())
     # Two convolution inputs of 2048 bf16 values per layer and sequence; no recurrent state.
     assert geometry(profile, kv_cache_dtype="auto").state_bytes_per_layer == 2 * 2048 * 2
-    assert "LFM2" not in " ".join(profile.quirks) and not any("not proved" in q for q in profile.quirks)
+    assert profile.quirks == ()
 
 
 def hybrid(**fields: object) -> ModelProfile:
@@ -185,6 +185,20 @@ def test_zamba2_shares_attention_blocks_with_their_own_caches_beside_mamba2_ever
     layers = profile.state_layers
     assert (profile.full_attention_layers, profile.kv_heads, profile.head_dim) == (13, 32, 224)
     assert layers is not None and layers.count == 81 and layers.conv_dim == 2 * 3584 + 2 * 2 * 64
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"mamba_n_heads": 8, "mamba_d_state": 64}, "lacks mamba_d_head"),
+        ({"mamba_num_heads": 8, "mamba_head_dim": 64}, "lacks ssm_state_size"),
+        ({"mamba_n_heads": "eight", "mamba_d_head": 64, "mamba_d_state": 64}, "not a number"),
+        ({"conv_L_cache": 1}, "conv_kernel is not valid"),
+    ],
+)
+def test_a_state_shape_missing_or_malformed_is_refused_naming_the_field(fields: dict[str, object], says: str) -> None:
+    with pytest.raises(PlanError, match=says):
+        hybrid(model_type="granitemoehybrid", num_hidden_layers=2, layer_types=["mamba", "attention"], **fields)
 
 
 def test_jamba_period_fields_are_refused_outside_jamba() -> None:
