@@ -87,6 +87,14 @@ ensure_sandbox_model() {
   PYTHONPATH="$ROOT/python" "$VLLM_VENV/bin/python" "$ROOT/scripts/make_sandbox_model.py" "$CACHE/sandbox-model/tiny-llama" >&2
 }
 
+# The sandbox's generated keys (password lookups in inventories/sandbox/group_vars), made once before
+# scenarios that converge side by side template them: each would otherwise write a key of its own.
+ensure_sandbox_secrets() {
+  (cd "$ROOT" && ANSIBLE_COLLECTIONS_PATH="$CACHE/collections" uv run ansible sparkfleet-molecule \
+    -i extensions/molecule/inventory/hosts.yml -m ansible.builtin.debug \
+    -a 'msg={{ [sandbox_api_key, sandbox_client_key, webui_admin_password] | map("length") | list }}' >/dev/null)
+}
+
 # promtool from Debian's prometheus package, unpacked under .cache (not installed: no service starts),
 # for the unit tests that run the alert rules against recorded series (tests/unit/test_alert_rules.py).
 ensure_promtool() {

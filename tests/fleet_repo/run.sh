@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # A fleet repo that adopts the collection from its BUILT artifact, outside this checkout:
-#   tests/fleet_repo/run.sh CORE_SERIES PYTHON HOST CHECKOUT [first-may-change]
+#   tests/fleet_repo/run.sh CORE_SERIES PYTHON HOST CHECKOUT LOCK_CACHE [first-may-change]
 # A fresh directory and venv with only ansible-core, the collection installed from the tarball through
 # a requirements.yml, an inventory of its own (HOST, a converged sandbox container, with the sandbox's
-# group variables), then: a missing controller dependency must fail with the documented one-line fix;
+# group variables, and the lock cache HOST's release was resolved into), then: a missing controller dependency must fail with the documented one-line fix;
 # after that one step, the collection's site playbook and the repo's own play (host_prep + vllm_serve
 # by FQCN with its own pre_tasks) run, every run with changed=0 except, with first-may-change, the
-# first site run (the host may have been converged with other variables).
+# first site run (the host may have been converged with other variables), which a second site run
+# then follows.
 set -euo pipefail
-core="$1" py="$2" host="$3" checkout="$(cd "$4" && pwd)" first="${5:-unchanged}"
+core="$1" py="$2" host="$3" checkout="$(cd "$4" && pwd)" lock_cache="$5" first="${6:-unchanged}"
 # Nothing of the checkout's own Ansible or Python setup may leak into the fleet repo.
 for name in $(compgen -e | grep -E '^(ANSIBLE_|MOLECULE_|VIRTUAL_ENV$|PYTHONPATH$|UV_PROJECT)'); do unset "$name"; done
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -55,6 +56,7 @@ sparks:
     ansible_connection: containers.podman.podman
     ansible_python_interpreter: /usr/bin/python3
     sandbox_checkout: $checkout
+    vllm_install_lock_cache: $lock_cache
 YAML
 
 step "a missing controller dependency names the one-line fix"
@@ -80,5 +82,6 @@ run() {  # run PLAYBOOK N: no failure, and changed=0 unless this is a first run 
 }
 step "site.yml twice, then the repo's own play"
 run site.yml 1
-run site.yml 2
+# A first run held to changed=0 is its own idempotence check.
+if [ "$first" = first-may-change ]; then run site.yml 2; fi
 run serve-only.yml 1
