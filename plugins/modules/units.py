@@ -120,7 +120,7 @@ def read_status(module, systemctl, name):
         module.fail_json(msg=f"units: systemctl show {name} failed (rc {rc}): {err.strip()}")
     status = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     # is-enabled exits 0 for every state that starts the unit at boot (enabled, static, alias, indirect...).
-    enabled_rc, enabled_out, _ = module.run_command([systemctl, "is-enabled", "--", name])
+    enabled_rc, enabled_out, _dummy = module.run_command([systemctl, "is-enabled", "--", name])
     status["IsEnabled"] = enabled_out.strip()
     return status, enabled_rc == 0
 
@@ -182,7 +182,7 @@ def main():
         module.fail_json(msg="units: a unit is listed twice; nothing was changed")
     reloaded = module.params["daemon_reload"]
     if reloaded and not module.check_mode:
-        rc, _, err = module.run_command([systemctl, "daemon-reload"])
+        rc, _dummy, err = module.run_command([systemctl, "daemon-reload"])
         if rc != 0:
             module.fail_json(msg=f"units: systemctl daemon-reload failed (rc {rc}): {err.strip()}")
     entries = []
@@ -193,7 +193,7 @@ def main():
             module.fail_json(msg=error, units=entries)
         entries.append({"name": spec["name"], "changed": bool(actions), "actions": actions, "status": status})
         for verb in [] if module.check_mode else actions:
-            rc, _, err = module.run_command([systemctl, verb, "--", spec["name"]])
+            rc, _dummy, err = module.run_command([systemctl, verb, "--", spec["name"]])
             if rc != 0:
                 module.fail_json(
                     msg=f"units: systemctl {verb} {spec['name']} failed (rc {rc}): {err.strip()}", units=entries
