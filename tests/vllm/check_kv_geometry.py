@@ -372,12 +372,14 @@ UNPLANNED_SPECS = {
     "CircularBufferSpec": "GLM-5-Next's and Qwen4-Exp's ring caches",
     "CrossAttentionSpec": "encoder-decoder cross attention (no chat model on a Spark)",
     "EncoderOnlyAttentionSpec": "encoder-only models (embeddings), not served by sparkfleet",
-    "HiSparseHotSpec": "DeepSeek-V4-style hierarchical sparse MLA, hot tier",
-    "HiSparseResidentSpec": "DeepSeek-V4-style hierarchical sparse MLA, resident tier",
+    "HiSparseHotSpec": "hierarchical sparse MLA (v1/hisparse), hot tier; vLLM refuses it for DeepSeek-V4",
+    "HiSparseResidentSpec": "hierarchical sparse MLA (v1/hisparse), resident tier; vLLM refuses it for DeepSeek-V4",
     "HiddenStateCacheSpec": "hidden states kept for speculative decoding heads",
     "RSWASpec": "restricted sliding-window attention",
     "SinkFullAttentionSpec": "full attention with static sink tokens",
-    "SlidingWindowMLASpec": "sliding-window MLA (compressed caches bounded by a window)",
+    "SlidingWindowMLASpec": "DeepSeek-V4's window and compressor-state caches, beside its compressed MLA and indexer "
+    "caches (docs/research/deepseek-v4-kv-layout.md): planned as the dense bound until then; vLLM's CPU kernels for "
+    "it need AVX512-BF16, which this machine lacks",
 }
 
 
