@@ -37,6 +37,8 @@ body = {
     "ignore_eos": True,
     "temperature": 0,
     "stream": True,
+    # The last event before [DONE] counts the tokens: vLLM merges the tokens of a slow reader into fewer events.
+    "stream_options": {"include_usage": True},
 }
 started = time.time()
 connection = SmallWindow(host, int(port))
@@ -57,11 +59,17 @@ while True:
     received += chunk
     time.sleep(0.3)  # about 135 s in all: longer than the revocation run, even on a loaded machine
 events = [line for line in received.decode(errors="replace").splitlines() if line.startswith("data: ")]
+usage = {}
+for event in reversed(events):
+    if event != "data: [DONE]":
+        usage = json.loads(event[len("data: ") :]).get("usage") or {}
+        break
 with open(out, "w") as handle:
     json.dump(
         {
             "status": reply.status,
             "events": len(events),
+            "completion_tokens": usage.get("completion_tokens"),
             "done": bool(events) and events[-1] == "data: [DONE]",
             "started": started,
             "ended": time.time(),
