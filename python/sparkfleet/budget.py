@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from . import memory as mem
 from .choices import Resolved
 from .errors import InfeasibleError, PlanError
-from .kvcache import KvGeometry
+from .kvcache import KvPool
 from .models import (
     GIB,
     HostFacts,
@@ -33,7 +33,7 @@ class Budget:
     baseline: float
 
 
-def _suggestions(profile: ModelProfile, intent: Intent, r: Resolved, geo: KvGeometry, kv_room: float) -> tuple[str, ...]:
+def _suggestions(profile: ModelProfile, intent: Intent, r: Resolved, geo: KvPool, kv_room: float) -> tuple[str, ...]:
     tips: list[str] = []
     room = max(0, int(kv_room * GIB))
     per_request = geo.bytes_for_requests(1, r.max_model_len, r.max_num_batched_tokens)
@@ -73,7 +73,7 @@ def non_kv(host: HostFacts, profile: ModelProfile, intent: Intent, r: Resolved, 
 
 
 def _batched_that_fits(
-    host: HostFacts, profile: ModelProfile, intent: Intent, r: Resolved, geo: KvGeometry, *, usable: float
+    host: HostFacts, profile: ModelProfile, intent: Intent, r: Resolved, geo: KvPool, *, usable: float
 ) -> int | None:
     """The largest smaller max_num_batched_tokens (a power of two, at least 2048) whose activation peak leaves
     room for the KV the intent needs, if lowering the scheduler's chunk is what would make it fit."""
@@ -88,7 +88,7 @@ def _batched_that_fits(
     return None
 
 
-def memory_budget(host: HostFacts, profile: ModelProfile, intent: Intent, r: Resolved, geo: KvGeometry) -> Budget:
+def memory_budget(host: HostFacts, profile: ModelProfile, intent: Intent, r: Resolved, geo: KvPool) -> Budget:
     total = host.mem_total_gib
     reserve = intent.host_reserve_gib if intent.host_reserve_gib is not None else mem.HOST_RESERVE_GIB[host.platform]
     baseline = mem.PROCESS_BASELINE_GIB[host.platform]

@@ -7,7 +7,8 @@ import math
 from dataclasses import dataclass
 
 from .errors import PlanError
-from .kvcache import GroupKind, KvGeometry, attention_bytes_per_token, base_block_size, geometry
+from .kvcache import GroupKind, KvPool, attention_bytes_per_token, base_block_size, geometry
+from .kvpacked import packed_geometry
 from .models import (
     HostFacts,
     Intent,
@@ -317,7 +318,14 @@ def _past_native(profile: ModelProfile, intent: Intent, context: int) -> tuple[b
     )
 
 
-def kv_geometry(profile: ModelProfile, intent: Intent, r: Resolved, platform: Platform) -> KvGeometry:
+def kv_geometry(profile: ModelProfile, intent: Intent, r: Resolved, platform: Platform) -> KvPool:
+    if profile.compressed_mla is not None:
+        return packed_geometry(
+            profile.compressed_mla,
+            kv_cache_dtype=r.kv_cache_dtype,
+            pipeline_parallel=intent.pipeline_parallel_size,
+            draft_layers=r.draft_layers,
+        )
     return geometry(
         profile,
         kv_cache_dtype=r.kv_cache_dtype,

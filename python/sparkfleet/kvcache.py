@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 from .models import ModelProfile, Platform
 from .versions import VllmVersion, kv_tokens_from_concurrency
@@ -41,6 +42,26 @@ class GroupKind(str, Enum):
     FULL = "full"
     SLIDING = "sliding"
     STATE = "state"
+
+
+class KvPool(Protocol):
+    """What the budget and the plan read of a rank's pool, however vLLM lays it out (kvpacked for DeepSeek-V4)."""
+
+    @property
+    def bytes_per_block(self) -> int: ...
+
+    @property
+    def block_size(self) -> int: ...
+
+    def num_blocks(self, kv_bytes: int) -> int: ...
+
+    def bytes_for_requests(self, requests: int, max_model_len: int, max_num_batched_tokens: int) -> int: ...
+
+    def max_concurrency(self, kv_bytes: int, max_model_len: int, max_num_batched_tokens: int) -> float: ...
+
+    def reported_tokens(
+        self, kv_bytes: int, max_model_len: int, max_num_batched_tokens: int, version: VllmVersion
+    ) -> int: ...
 
 
 @dataclass(frozen=True)

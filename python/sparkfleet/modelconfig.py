@@ -17,6 +17,7 @@ from .models import (
     GIB,
     AttentionShape,
     CheckpointFormat,
+    CompressedMlaShape,
     MlaShape,
     ModelProfile,
     SpeculativeSupport,
@@ -61,6 +62,7 @@ PROVED_LAYOUTS = {
     "gemma3_text": "gemma3 (5:1 sliding, same shape)",
     "gemma4_text": "gemma4 (per-layer-type shapes, K=V)",
     "deepseek_v3": "deepseek_v3 (MLA)",
+    "deepseek_v4": "deepseek_v4 (compressed sparse MLA, windows, indexer)",
     "nemotron_h": "nemotron_h (Mamba-2 hybrid)",
     "qwen3_next": "qwen3_next (Gated-DeltaNet hybrid)",
     "granitemoehybrid": "granitemoehybrid (Mamba-2 hybrid, layer_types)",
@@ -197,6 +199,55 @@ def _mla(text: dict[str, Any]) -> MlaShape | None:
     return MlaShape(kv_lora_rank=int(rank), qk_rope_head_dim=int(text.get("qk_rope_head_dim") or 64))
 
 
+# vLLM 0.33 (transformers' DeepseekV4Config) names each layer and maps the name through compress_rates; 0.32
+# reads the legacy compress_ratios list. Both read 0 (or 1) as the window cache only.
+DSV4_COMPRESS_RATES = {"sliding_attention": 0, "compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+
+
+def _dsv4_schedule(text: dict[str, Any], layers: int, source: str) -> list[int]:
+    legacy = text.get("compress_ratios")
+    from_legacy = [int(r) for r in legacy[:layers]] if isinstance(legacy, list) and len(legacy) >= layers else None
+    kinds = text.get("layer_types")
+    from_kinds = None
+    if isinstance(kinds, list):
+        unknown = sorted(set(map(str, kinds)) - DSV4_COMPRESS_RATES.keys())
+        if unknown or len(kinds) < layers:
+            raise PlanError(
+                "model",
+                f"{source}: layer_types {unknown or len(kinds)}: vLLM 0.33 builds a deepseek_v4 layer only as one of "
+                f"{sorted(DSV4_COMPRESS_RATES)}, one per layer ({layers})",
+            )
+        rates = {**DSV4_COMPRESS_RATES, **(text.get("compress_rates") or {})}
+        from_kinds = [int(rates[str(kind)]) for kind in kinds[:layers]]
+    if from_kinds and from_legacy and [max(1, r) for r in from_kinds] != [max(1, r) for r in from_legacy]:
+        raise PlanError(
+            "model",
+            f"{source}: compress_ratios and layer_types disagree; vLLM 0.32 builds the first and 0.33 the second",
+        )
+    schedule = from_kinds or from_legacy
+    if schedule is None:
+        raise PlanError(
+            "model",
+            f"{source}: a deepseek_v4 config needs compress_ratios or layer_types with one entry per layer "
+            f"({layers}); without them vLLM 0.32 cannot build the model and 0.33 assumes another schedule",
+        )
+    return schedule
+
+
+def _compressed_mla(text: dict[str, Any], layers: int, source: str) -> CompressedMlaShape:
+    """DeepSeek-V4 (models/deepseek_v4/attention.py): max(1, ratio) per main layer; the MTP slot past
+    num_hidden_layers is not a main layer."""
+    raw = _dsv4_schedule(text, layers, source)
+    if not set(raw) <= {0, 1, 4, 128}:
+        raise PlanError("model", f"{source}: compress ratios {sorted(set(raw))}: vLLM takes only 0, 4 and 128")
+    return CompressedMlaShape(
+        compress_ratios=tuple(max(1, r) for r in raw),
+        head_dim=int(text["head_dim"]),
+        index_head_dim=int(text.get("index_head_dim") or 128),
+        sliding_window=int(text.get("sliding_window") or 128),
+    )
+
+
 def _speculative(text: dict[str, Any]) -> SpeculativeSupport:
     """MTP heads shipped in the checkpoint: num_nextn_predict_layers (DeepSeek-V3, GLM-4.x, Nemotron-3
     Super), mtp_num_hidden_layers (Qwen3-Next / 3.5). Each adds one full-attention layer of KV."""
@@ -280,8 +331,12 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
     if text.get("model_type") in SHARED_ATTENTION_HYBRIDS:
         kv_heads, head_dim = shared_attention_shape(text, int(heads), int(hidden))
     nas = _nas_attention(text, int(heads), source) if text.get("model_type") == NAS_MODEL_TYPE else None
+    compressed = _compressed_mla(text, int(layers), source) if text.get("model_type") == "deepseek_v4" else None
     if nas is not None:
         kv_heads, kinds = nas
+    elif compressed is not None:
+        # Its window caches are planned with the compressed ones (sparkfleet.kvpacked), not as sliding layers.
+        kv_heads, kinds = 1, ["full"] * int(layers)
     else:
         kinds = layer_kinds(text, int(layers), source)
     # Gemma's last num_kv_shared_layers read the cache of an earlier layer of their kind and hold none.
@@ -308,6 +363,7 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
             ("hidden_size", True),
             ("sliding_window", bool(window)),
             ("mla", bool(mla)),
+            ("compressed_mla", bool(compressed)),
             ("state_layers", bool(state_layers)),
             ("full_attention_shape", bool(full_shape)),
         )
@@ -328,6 +384,7 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         head_dim=int(head_dim),
         full_attention_shape=full_shape,
         mla=mla,
+        compressed_mla=compressed,
         state_layers=state_layers,
         native_max_context=limit.derived,
         config_max_length=limit.allowed if limit.allowed > limit.derived else None,
@@ -338,8 +395,9 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         model_type=str(config["model_type"]) if isinstance(config.get("model_type"), str) else None,
         config_auto_map=isinstance(config.get("auto_map"), dict),
         remote_code_files=remote_code_files(config),
-        # vLLM picks an attention backend per layer for hybrids; forcing one crashes them (seed 002 §7.1.1).
-        force_attention_backend=state_layers is None,
+        # vLLM picks an attention backend per layer for hybrids, and DeepSeek-V4 its own per cache; forcing one
+        # crashes them (seed 002 §7.1.1).
+        force_attention_backend=state_layers is None and compressed is None,
         speculative=_speculative(text),
         quirks=_layout_note(text, architecture, int(layers), (full, sliding, int(kv_heads), int(head_dim)), state_layers),
         sources=sources | {"weights_gib": f"{source} (safetensors sizes)"},

@@ -34,6 +34,8 @@ from typing import Any
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
+from kv_packed import PACKED_FAMILIES, check_packed
+
 from sparkfleet.kvcache import GroupKind, base_block_size, geometry
 from sparkfleet.localmodel import profile_from_dir
 from sparkfleet.modelconfig import PROVED_LAYOUTS
@@ -377,9 +379,6 @@ UNPLANNED_SPECS = {
     "HiddenStateCacheSpec": "hidden states kept for speculative decoding heads",
     "RSWASpec": "restricted sliding-window attention",
     "SinkFullAttentionSpec": "full attention with static sink tokens",
-    "SlidingWindowMLASpec": "DeepSeek-V4's window and compressor-state caches, beside its compressed MLA and indexer "
-    "caches (docs/research/deepseek-v4-kv-layout.md): planned as the dense bound until then; vLLM's CPU kernels for "
-    "it need AVX512-BF16, which this machine lacks",
 }
 
 
@@ -406,6 +405,8 @@ KIND_OF_SPEC = {
     "FullAttentionSpec": GroupKind.FULL,
     "MLAAttentionSpec": GroupKind.FULL,
     "SlidingWindowSpec": GroupKind.SLIDING,
+    # DeepSeek-V4's window and compressor-state caches (sparkfleet.kvpacked), proved by the packed family.
+    "SlidingWindowMLASpec": GroupKind.SLIDING,
     "MambaSpec": GroupKind.STATE,
 }
 
@@ -543,7 +544,7 @@ def vllm_layouts(tree: Path) -> tuple[set[str], set[str]]:
 
 def layouts_accounted(trees: list[Path]) -> bool:
     """Every hybrid architecture and KV spec kind of each vLLM tree is proved here, planned, or listed with a reason."""
-    proved = {arch for fields in FAMILIES.values() for arch in fields["architectures"]}
+    proved = {arch for fields in [*FAMILIES.values(), *PACKED_FAMILIES.values()] for arch in fields["architectures"]}
     ok = True
     seen_hybrids: set[str] = set()
     seen_kinds: set[str] = set()
@@ -580,8 +581,9 @@ def _version_of(tree: Path) -> str:
 
 def proved_layouts_agree() -> bool:
     """The planner's list of proved layouts (sparkfleet.modelconfig) is exactly the families checked here."""
-    checked = {fields["model_type"] for fields in FAMILIES.values()}
-    named = {family for family, fields in FAMILIES.items() if PROVED_LAYOUTS.get(fields["model_type"]) == family}
+    families = {**FAMILIES, **PACKED_FAMILIES}
+    checked = {fields["model_type"] for fields in families.values()}
+    named = {family for family, fields in families.items() if PROVED_LAYOUTS.get(fields["model_type"]) == family}
     if checked == set(PROVED_LAYOUTS) and set(PROVED_LAYOUTS.values()) <= named:
         return True
     print(f"FAIL      PROVED_LAYOUTS {sorted(PROVED_LAYOUTS.items())} disagrees with the families checked {sorted(checked)}")
@@ -626,6 +628,9 @@ def main() -> int:
             else:
                 failed += 1
                 print(f"FAIL      {family}:\n  vLLM    {describe(actual)}\n  planner {describe(expected)}")
+        packed_passed, packed_failed = check_packed(Path(tmp), MAX_MODEL_LEN, only)
+        passed += packed_passed
+        failed += packed_failed
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

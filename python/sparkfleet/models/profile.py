@@ -40,6 +40,25 @@ class MlaShape(Strict):
     qk_rope_head_dim: Annotated[int, Field(gt=0)]
 
 
+class CompressedMlaShape(Strict):
+    """DeepSeek-V4's attention: every layer keeps a sliding-window cache; layers with a compress ratio of 4 or 128
+    also keep a compressed MLA cache and compressor states, and ratio-4 layers an indexer (vLLM
+    models/deepseek_v4; docs/research/deepseek-v4-kv-layout.md)."""
+
+    # Per main layer, as vLLM reads it: max(1, compress_ratios[i]) (1 = the window cache only).
+    compress_ratios: tuple[int, ...] = Field(min_length=1)
+    head_dim: Annotated[int, Field(gt=0)]
+    index_head_dim: Annotated[int, Field(gt=0)]
+    sliding_window: Annotated[int, Field(gt=0)]
+
+    @field_validator("compress_ratios")
+    @classmethod
+    def _ratios_vllm_builds(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if not set(value) <= {1, 4, 128}:
+            raise ValueError(f"compress ratios {sorted(set(value))}: vLLM builds only 1 (window only), 4 and 128")
+        return value
+
+
 class StateLayerKind(str, Enum):
     MAMBA1 = "mamba1"
     MAMBA2 = "mamba2"
@@ -153,6 +172,7 @@ class ModelProfile(Strict):
     # Full-attention layers with a shape of their own (Gemma-4's global layers); else kv_heads x head_dim.
     full_attention_shape: AttentionShape | None = None
     mla: MlaShape | None = None
+    compressed_mla: CompressedMlaShape | None = None
     state_layers: StateLayers | None = None
     # What vLLM serves by default (sparkfleet.contextlimit: its own derivation from config.json).
     native_max_context: Annotated[int, Field(gt=0)]
@@ -211,6 +231,8 @@ class ModelProfile(Strict):
         needed = {"weights_gib", "num_layers", "kv_heads", "head_dim", "native_max_context", "hidden_size"}
         if self.mla:
             needed.add("mla")
+        if self.compressed_mla:
+            needed.add("compressed_mla")
         if self.full_attention_shape:
             needed.add("full_attention_shape")
         if self.state_layers:

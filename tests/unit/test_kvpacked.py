@@ -1,0 +1,112 @@
+"""DeepSeek-V4's packed KV pool (issue 32): read from its config as vLLM reads it, sized as vLLM packs it.
+
+The figures below are vLLM 0.32's own, printed by tests/vllm/check_kv_geometry.py for the same schedules
+(vLLM builds the model on the meta device and its KV cache config; 4 GiB pool, 2,048-token context and
+2,048 tokens in flight).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import spark
+
+from sparkfleet.errors import PlanError
+from sparkfleet.kvcache import GroupKind
+from sparkfleet.kvpacked import PackedGroup, packed_geometry
+from sparkfleet.modelconfig import profile_from_config
+from sparkfleet.models import CompressedMlaShape, Intent, NodePlacement
+from sparkfleet.planner import plan
+
+FLASH = json.loads(
+    (Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "deepseek-ai--DeepSeek-V4-Flash-Base.json").read_text()
+)
+GIB = 2**30
+POOL = 4 * GIB
+
+
+def shape(config: dict[str, Any]) -> CompressedMlaShape:
+    compressed = profile_from_config("deepseek-ai/DeepSeek-V4-Flash", config, 150 * GIB, "fixture").compressed_mla
+    assert compressed is not None
+    return compressed
+
+
+def test_flash_packs_as_vllm_does() -> None:
+    geo = packed_geometry(shape(FLASH), kv_cache_dtype="auto")
+    window, full = GroupKind.SLIDING, GroupKind.FULL
+    assert geo.groups == (
+        PackedGroup(window, 64, 128, 22, 823_680),
+        PackedGroup(window, 64, 128, 21, 786_240),
+        PackedGroup(full, 256, None, 62, 1_002_240),
+        PackedGroup(window, 4, 8, 42, 870_912),
+        PackedGroup(window, 8, 128, 20, 656_640),
+    )
+    assert geo.bytes_per_block == 1_002_240
+    assert geo.bytes_per_token == 3915.0  # the issue's "about 3.9 KB per token beyond its windows"
+    assert geo.num_blocks(POOL) == 4285
+    assert round(geo.max_concurrency(POOL, 2048, 2048), 6) == 5.077014
+
+
+def test_a_schedule_with_as_many_ratio_4_as_ratio_128_layers_repeats_its_mla_bucket() -> None:
+    config = {**FLASH, "num_hidden_layers": 8, "compress_ratios": [4, 128] * 4 + [0]}
+    geo = packed_geometry(shape(config), kv_cache_dtype="fp8")
+    assert geo.bytes_per_block == 191_232
+    assert geo.num_blocks(POOL) == 22459
+    assert round(geo.max_concurrency(POOL, 2048, 2048), 5) == 26.61019
+
+
+def test_layer_types_read_as_vllm_0_33_reads_them_give_the_same_schedule() -> None:
+    named = {0: "sliding_attention", 4: "compressed_sparse_attention", 128: "heavily_compressed_attention"}
+    config = {k: v for k, v in FLASH.items() if k != "compress_ratios"}
+    config["layer_types"] = [named[r] for r in FLASH["compress_ratios"][:43]]
+    assert shape(config) == shape(FLASH)
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"compress_ratios": None}, "needs compress_ratios or layer_types"),
+        ({"compress_ratios": [0, 2] * 22}, "vLLM takes only 0, 4 and 128"),
+        ({"layer_types": ["full_attention"] * 43}, "layer_types ['full_attention']"),
+        ({"layer_types": ["sliding_attention"] * 43}, "compress_ratios and layer_types disagree"),
+    ],
+)
+def test_a_schedule_vllm_would_build_otherwise_is_refused(change: dict[str, Any], says: str) -> None:
+    config = copy.deepcopy(FLASH)
+    config.update(change)
+    with pytest.raises(PlanError) as refused:
+        shape(config)
+    assert says in refused.value.problem
+
+
+def test_a_schedule_without_an_indexer_is_refused_as_vllm_refuses_it() -> None:
+    config = {**FLASH, "num_hidden_layers": 4, "compress_ratios": [0, 128, 128, 0, 0]}
+    with pytest.raises(PlanError, match="without a ratio-4 layer"):
+        packed_geometry(shape(config), kv_cache_dtype="auto")
+
+
+def test_a_bf16_kv_cache_is_refused_naming_the_variable() -> None:
+    with pytest.raises(PlanError) as refused:
+        packed_geometry(shape(FLASH), kv_cache_dtype="bfloat16")
+    assert refused.value.variable == "intent.kv_cache_dtype"
+
+
+def test_flash_on_two_sparks_plans_its_packed_pool_not_the_dense_bound() -> None:
+    """The dense bound (88 KB per token) refused four 128K sequences on two Sparks; the packed pool holds them."""
+    profile = profile_from_config("deepseek-ai/DeepSeek-V4-Flash", FLASH, 150 * GIB, "fixture")
+    assert not any("not proved" in quirk for quirk in profile.quirks)
+    p = plan(
+        spark("0.33.0"),
+        profile,
+        Intent(nodes=2, tensor_parallel_size=2, max_context=131072, concurrency=4),
+        model_ref="deepseek-ai/DeepSeek-V4-Flash",
+        placement=NodePlacement(rank=0, master_addr="192.168.100.10", host_ip="192.168.100.10"),
+    )
+    assert p.block_size == 256
+    assert p.max_concurrency_at_context >= 4
+    # DeepSeek-V4 picks a backend per cache; forcing TRITON_MLA on it would not build its sparse caches.
+    assert "--attention-backend" not in [flag.name for flag in p.flags]
