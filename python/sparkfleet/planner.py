@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from . import loading, remotecode, rules
 from . import memory as mem
 from .answers import answer_check
-from .budget import memory_budget, non_kv
+from .budget import Budget, memory_budget, non_kv
 from .cautions import compile_warning, guard_env, plan_warnings, scheduler_warning
-from .choices import check_bundled_draft, kv_geometry, release_of, resolve
+from .choices import Resolved, check_bundled_draft, kv_geometry, release_of, resolve
 from .errors import PlanError
 from .models import (
     GIB,
@@ -30,6 +31,7 @@ from .models import (
 from .requestsize import SOURCE as REQUEST_SOURCE
 from .requestsize import max_request_mib
 from .rules.kernels import NVFP4_DECISION_SOURCE, NVFP4_FORMATS
+from .sources import vllm
 from .versions import (
     FLAGS,
     VllmVersion,
@@ -70,6 +72,21 @@ def cluster_backend(intent: Intent, version: VllmVersion, placement: NodePlaceme
     if placement.rank >= intent.nodes:
         raise PlanError("placement.rank", f"rank {placement.rank} of {intent.nodes} nodes (0 to {intent.nodes - 1})")
     return chosen
+
+
+def _budget_chunk(r: Resolved, budget: Budget, intent: Intent) -> tuple[Resolved, list[Reason]]:
+    """The resolved choices with the scheduler chunk the budget fitted, and why it is not the usual one."""
+    chunk = budget.max_num_batched_tokens
+    if not chunk:
+        return r, []
+    reason = Reason(
+        item=f"max_num_batched_tokens {chunk}, not {r.max_num_batched_tokens}",
+        reason=f"{intent.concurrency} x {r.max_model_len} tokens fit only with the smaller chunk: its activation "
+        "peak is smaller, and vLLM reserves each sliding window for the chunks in flight beside it",
+        source=f"{vllm('§2.4')}; config/vllm.py max_in_flight_tokens in 0.26 and newer",
+    )
+    capture = tuple(size for size in r.capture_sizes if size <= chunk)
+    return dataclasses.replace(r, max_num_batched_tokens=chunk, capture_sizes=capture), [reason]
 
 
 def plan(
@@ -113,6 +130,7 @@ def plan(
     backend = cluster_backend(intent, r.version, placement)
     geo = kv_geometry(profile, intent, r, host.platform)
     budget = memory_budget(host, profile, intent, r, geo)
+    r, chunk_reasons = _budget_chunk(r, budget, intent)
     kv_bytes = geo.num_blocks(budget.kv_bytes) * geo.bytes_per_block
     predicted = intent.gpu_memory_utilization is not None
     # While the checkpoint loads, only the weights (and the runtime, and a drafter's weights) are resident.
@@ -175,7 +193,7 @@ def plan(
     memory_max = min(
         max(footprint + max(MEMORY_MAX_SLACK_GIB, jit), at_load + MEMORY_MAX_SLACK_GIB) + budget.baseline, total - 2.0
     )
-    reasons = [Reason(item=e.item, reason=e.reason, source=e.source) for e in entries]
+    reasons = [Reason(item=e.item, reason=e.reason, source=e.source) for e in entries] + chunk_reasons
     if remote_code is None and intent.trust_remote_code:
         unneeded = remotecode.verdict(profile, r.version)
         reasons.append(
@@ -222,8 +240,8 @@ def plan(
         secret_env=["VLLM_API_KEY"] if intent.api_key else [],
         gpu_memory_utilization=budget.utilization,
         kv_cache_memory_bytes=kv_bytes,
-        kv_tokens=geo.reported_tokens(kv_bytes, r.max_model_len, r.max_num_batched_tokens, r.version),
-        max_concurrency_at_context=round(geo.max_concurrency(kv_bytes, r.max_model_len, r.max_num_batched_tokens), 2),
+        kv_tokens=geo.reported_tokens(kv_bytes, r.max_model_len, r.in_flight(), r.version),
+        max_concurrency_at_context=round(geo.max_concurrency(kv_bytes, r.max_model_len, r.in_flight()), 2),
         max_model_len=r.max_model_len,
         max_num_seqs=r.max_num_seqs,
         max_num_batched_tokens=r.max_num_batched_tokens,

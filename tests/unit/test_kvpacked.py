@@ -15,12 +15,15 @@ from typing import Any
 import pytest
 from conftest import spark
 
-from sparkfleet.errors import PlanError
+from sparkfleet.catalog import get_profile
+from sparkfleet.choices import concurrent_batches
+from sparkfleet.errors import InfeasibleError, PlanError
 from sparkfleet.kvcache import GroupKind
 from sparkfleet.kvpacked import PackedGroup, packed_geometry
 from sparkfleet.modelconfig import profile_from_config
-from sparkfleet.models import CompressedMlaShape, Intent, NodePlacement
+from sparkfleet.models import CompressedMlaShape, Intent, NodePlacement, Platform
 from sparkfleet.planner import plan
+from sparkfleet.versions import VllmVersion
 
 FLASH = json.loads(
     (Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "deepseek-ai--DeepSeek-V4-Flash-Base.json").read_text()
@@ -96,17 +99,50 @@ def test_a_bf16_kv_cache_is_refused_naming_the_variable() -> None:
 
 
 def test_flash_on_two_sparks_plans_its_packed_pool_not_the_dense_bound() -> None:
-    """The dense bound (88 KB per token) refused four 128K sequences on two Sparks; the packed pool holds them."""
+    """The dense bound (88 KB per token) refused two 128K sequences on two Sparks (21.5 GiB of KV); the packed pool
+    holds them in 14.8 GiB, each charged its windows for the two 8K chunks async scheduling keeps in flight."""
     profile = profile_from_config("deepseek-ai/DeepSeek-V4-Flash", FLASH, 150 * GIB, "fixture")
     assert not any("not proved" in quirk for quirk in profile.quirks)
     p = plan(
         spark("0.33.0"),
         profile,
-        Intent(nodes=2, tensor_parallel_size=2, max_context=131072, concurrency=4),
+        Intent(nodes=2, tensor_parallel_size=2, max_context=131072, concurrency=2),
         model_ref="deepseek-ai/DeepSeek-V4-Flash",
         placement=NodePlacement(rank=0, master_addr="192.168.100.10", host_ip="192.168.100.10"),
     )
     assert p.block_size == 256
-    assert p.max_concurrency_at_context >= 4
+    assert p.max_concurrency_at_context >= 2
     # DeepSeek-V4 picks a backend per cache; forcing TRITON_MLA on it would not build its sparse caches.
     assert "--attention-backend" not in [flag.name for flag in p.flags]
+
+
+@pytest.mark.parametrize(
+    ("platform", "version", "intent", "batches"),
+    [
+        ("gb10", "0.33.0", {}, 2),  # async scheduling overlaps two steps
+        ("gb10", "0.25.0", {}, 1),  # before 0.26 a window held one chunk beside it
+        ("cpu", "0.32.0", {}, 1),  # the CPU platform turns async scheduling off
+        ("gb10", "0.33.0", {"speculative": "ngram"}, 1),
+        ("gb10", "0.33.0", {"speculative": "mtp"}, 2),
+        ("gb10", "0.33.0", {"nodes": 2, "pipeline_parallel_size": 2}, 3),  # V2 runner: stages + 1
+        ("gb10", "0.33.0", {"nodes": 2, "tensor_parallel_size": 2, "cluster_backend": "ray"}, 1),
+    ],
+)
+def test_windows_are_reserved_for_the_steps_vllm_keeps_in_flight(
+    platform: str, version: str, intent: dict[str, Any], batches: int
+) -> None:
+    """VllmConfig.max_concurrent_batches as vLLM 0.26+ computes it (config/vllm.py)."""
+    fields = {"trust_remote_code": True, **intent}
+    assert concurrent_batches(Platform(platform), VllmVersion.parse(version), Intent(**fields)) == batches
+
+
+def test_a_chunk_sparkfleet_chose_gives_way_when_the_windows_in_flight_would_not_fit() -> None:
+    """Gemma-4-31B's default intent (4 x 65536, seed 002 §7.2.1's recipe) needs 73.2 GiB of KV with its windows
+    reserved for two 8K chunks; with 4K chunks it fits, and the plan says why. A chunk the user names stays."""
+    gemma = get_profile("nvidia/Gemma-4-31B-IT-NVFP4")
+    p = plan(spark("0.33.0"), gemma, Intent())
+    assert p.max_num_batched_tokens == 4096
+    assert p.max_concurrency_at_context >= 4
+    assert any(r.item == "max_num_batched_tokens 4096, not 8192" for r in p.reasons)
+    with pytest.raises(InfeasibleError, match="max_num_batched_tokens 4096"):
+        plan(spark("0.33.0"), gemma, Intent(max_num_batched_tokens=8192))

@@ -56,7 +56,10 @@ def test_mla_latents_do_not_shard_across_tensor_parallel_ranks() -> None:
 def test_pipeline_parallel_splits_layers_and_weights_per_stage() -> None:
     one, two = cluster(GQA, max_context=65536), cluster(GQA, pp=2, max_context=65536)
     assert two.memory.weights == pytest.approx(one.memory.weights / 2, rel=0.01)
-    assert two.kv_cache_memory_bytes == pytest.approx(one.kv_cache_memory_bytes / 2, rel=0.05)
+    # A stage holds half the layers; its sliding windows are reserved for one more chunk in flight (async
+    # scheduling overlaps a step per stage plus one: 3 chunks, not 2), so a little more than half.
+    half = one.kv_cache_memory_bytes / 2
+    assert half < two.kv_cache_memory_bytes < half * 1.15
     assert "--pipeline-parallel-size" in two.argv
 
 

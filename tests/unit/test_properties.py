@@ -33,8 +33,11 @@ def _plan(model: str, context: int, seqs: int, profile: str = "interactive", **e
 def test_more_context_or_sequences_never_needs_less_memory(model: str, context: int, seqs: int) -> None:
     try:
         base = _plan(model, context, seqs)
-        more_ctx = _plan(model, context * 2, seqs)
-        more_seqs = _plan(model, context, seqs + 1)
+        # At the same scheduler chunk: a plan that only fits with a smaller one (its windows reserved for fewer
+        # tokens in flight) may need less, and says so in its reasons.
+        chunk = base.max_num_batched_tokens
+        more_ctx = _plan(model, context * 2, seqs, max_num_batched_tokens=chunk)
+        more_seqs = _plan(model, context, seqs + 1, max_num_batched_tokens=chunk)
     except PlanError:
         return
     base_total = base.memory.kv + base.memory.activation + base.memory.cudagraph
