@@ -97,7 +97,8 @@ def fit_chunk(
 ) -> Budget | None:
     """A chunk sparkfleet chose (the intent names none) gives way to a smaller one that fits the intent: its
     activation peak is smaller, and each sliding window is reserved for fewer tokens in flight beside it."""
-    if batched is None or intent.max_num_batched_tokens is not None:
+    # Not below what resolve raised it to: one step holds every sequence's draft tokens.
+    if batched is None or intent.max_num_batched_tokens is not None or batched < r.max_num_seqs * (1 + r.speculative_tokens):
         return None
     smaller = dataclasses.replace(r, max_num_batched_tokens=batched)
     try:
@@ -151,7 +152,11 @@ def memory_budget(host: HostFacts, profile: ModelProfile, intent: Intent, r: Res
         smaller = fit_chunk(host, profile, intent, r, geo, batched=batched)
         if smaller is not None:
             return smaller
-        scheduler = (f"max_num_batched_tokens {batched} (activation peak {nk.activation:.1f} GiB now)",) if batched else ()
+        # A chunk sparkfleet chose was lowered already where any would fit (fit_chunk): only a named one is worth naming.
+        named = intent.max_num_batched_tokens is not None
+        scheduler = (
+            (f"max_num_batched_tokens {batched} (activation peak {nk.activation:.1f} GiB now)",) if batched and named else ()
+        )
         raise InfeasibleError(
             "intent",
             f"{intent.concurrency} x {r.max_model_len} tokens needs {needed / GIB:.1f} GiB KV; "

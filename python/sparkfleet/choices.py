@@ -323,6 +323,24 @@ def concurrent_batches(platform: Platform, version: VllmVersion, intent: Intent)
     return pipeline + 1 if pipeline > 1 else 2
 
 
+def _check_packed_intent(intent: Intent) -> None:
+    """What the packed DeepSeek-V4 pool is not proved for, refused rather than planned on a guess."""
+    if intent.pipeline_parallel_size > 1:
+        raise PlanError(
+            "intent.pipeline_parallel_size",
+            "DeepSeek-V4's packed KV pool across pipeline stages is not proved against vLLM's: it groups the whole "
+            "model's caches, splits the layers unevenly (the MTP layer on the last stage) and cuts every rank to the "
+            "smallest pool",
+            ("tensor_parallel_size equal to the nodes (vLLM replicates every DeepSeek-V4 cache across TP)",),
+        )
+    if intent.speculative in {SpeculativeMethod.EAGLE3, SpeculativeMethod.DRAFT_MODEL, SpeculativeMethod.DFLASH}:
+        raise PlanError(
+            "intent.speculative",
+            f"{intent.speculative.value}: a drafter's own KV cache beside DeepSeek-V4's packed pool is not planned",
+            ("speculative mtp (its MTP layer keeps a window cache only)", "speculative ngram or suffix"),
+        )
+
+
 def _past_native(profile: ModelProfile, intent: Intent, context: int) -> tuple[bool, bool]:
     """(publisher-supported long context, static YaRN) for a context past the config's limit; else a refusal
     that names both ways and why the one asked for does not apply."""
@@ -358,12 +376,10 @@ def _past_native(profile: ModelProfile, intent: Intent, context: int) -> tuple[b
 
 def kv_geometry(profile: ModelProfile, intent: Intent, r: Resolved, platform: Platform) -> KvPool:
     if profile.compressed_mla is not None:
-        return packed_geometry(
-            profile.compressed_mla,
-            kv_cache_dtype=r.kv_cache_dtype,
-            pipeline_parallel=intent.pipeline_parallel_size,
-            draft_layers=r.draft_layers,
-        )
+        _check_packed_intent(intent)
+        # bf16 resolves to "auto" for other models (the model dtype); DeepSeek-V4 would keep fp8_ds_mla instead.
+        asked = "bfloat16" if intent.kv_cache_dtype is KvDtype.BF16 else r.kv_cache_dtype
+        return packed_geometry(profile.compressed_mla, kv_cache_dtype=asked, draft_layers=r.draft_layers)
     return geometry(
         profile,
         kv_cache_dtype=r.kv_cache_dtype,

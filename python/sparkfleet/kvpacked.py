@@ -167,10 +167,8 @@ class PackedKvGeometry:
         return self.num_blocks(kv_bytes) // len(self.groups) * BLOCK_SIZE
 
 
-def packed_geometry(
-    shape: CompressedMlaShape, *, kv_cache_dtype: str, pipeline_parallel: int = 1, draft_layers: int = 0
-) -> PackedKvGeometry:
-    """The pool of the first pipeline stage (it holds the most layers); tensor parallelism replicates every cache."""
+def packed_geometry(shape: CompressedMlaShape, *, kv_cache_dtype: str, draft_layers: int = 0) -> PackedKvGeometry:
+    """One rank's pool: tensor parallelism replicates every cache (pipeline stages are refused by the planner)."""
     if kv_cache_dtype != "auto" and not kv_cache_dtype.startswith("fp8"):
         raise PlanError(
             "intent.kv_cache_dtype",
@@ -186,5 +184,4 @@ def packed_geometry(
             "and cannot unify its compressed MLA pages: it refuses to start (NotImplementedError, "
             "tests/vllm/check_kv_geometry.py)",
         )
-    stage = shape.compress_ratios[: cdiv(len(shape.compress_ratios), pipeline_parallel)]
-    return PackedKvGeometry(packed_groups(cache_layers(shape, stage, draft_layers)))
+    return PackedKvGeometry(packed_groups(cache_layers(shape, shape.compress_ratios, draft_layers)))

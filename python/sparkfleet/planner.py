@@ -74,16 +74,21 @@ def cluster_backend(intent: Intent, version: VllmVersion, placement: NodePlaceme
     return chosen
 
 
-def _budget_chunk(r: Resolved, budget: Budget, intent: Intent) -> tuple[Resolved, list[Reason]]:
+def _budget_chunk(r: Resolved, budget: Budget, intent: Intent, profile: ModelProfile) -> tuple[Resolved, list[Reason]]:
     """The resolved choices with the scheduler chunk the budget fitted, and why it is not the usual one."""
     chunk = budget.max_num_batched_tokens
     if not chunk:
         return r, []
+    why = "its activation peak is smaller"
+    source = vllm("§1.3, §4.3")
+    windows = profile.sliding_attention_layers > 0 or profile.compressed_mla is not None
+    if windows and r.version.at_least("0.26.0"):
+        why += f", and vLLM reserves each sliding window for the {r.concurrent_batches} chunk(s) in flight beside it"
+        source += f"; {vllm('§2.4')}; config/vllm.py max_in_flight_tokens in 0.26 and newer"
     reason = Reason(
         item=f"max_num_batched_tokens {chunk}, not {r.max_num_batched_tokens}",
-        reason=f"{intent.concurrency} x {r.max_model_len} tokens fit only with the smaller chunk: its activation "
-        "peak is smaller, and vLLM reserves each sliding window for the chunks in flight beside it",
-        source=f"{vllm('§2.4')}; config/vllm.py max_in_flight_tokens in 0.26 and newer",
+        reason=f"{intent.concurrency} x {r.max_model_len} tokens fit only with the smaller chunk: {why}",
+        source=source,
     )
     capture = tuple(size for size in r.capture_sizes if size <= chunk)
     return dataclasses.replace(r, max_num_batched_tokens=chunk, capture_sizes=capture), [reason]
@@ -130,7 +135,7 @@ def plan(
     backend = cluster_backend(intent, r.version, placement)
     geo = kv_geometry(profile, intent, r, host.platform)
     budget = memory_budget(host, profile, intent, r, geo)
-    r, chunk_reasons = _budget_chunk(r, budget, intent)
+    r, chunk_reasons = _budget_chunk(r, budget, intent, profile)
     kv_bytes = geo.num_blocks(budget.kv_bytes) * geo.bytes_per_block
     predicted = intent.gpu_memory_utilization is not None
     # While the checkpoint loads, only the weights (and the runtime, and a drafter's weights) are resident.

@@ -92,10 +92,25 @@ def test_a_schedule_without_an_indexer_is_refused_as_vllm_refuses_it() -> None:
         packed_geometry(shape(config), kv_cache_dtype="auto")
 
 
-def test_a_bf16_kv_cache_is_refused_naming_the_variable() -> None:
+TWO_SPARKS = NodePlacement(rank=0, master_addr="192.168.100.10", host_ip="192.168.100.10")
+
+
+@pytest.mark.parametrize(
+    ("intent", "variable"),
+    [
+        ({"kv_cache_dtype": "bf16"}, "intent.kv_cache_dtype"),  # vLLM keeps fp8_ds_mla or refuses
+        ({"tensor_parallel_size": 1, "pipeline_parallel_size": 2}, "intent.pipeline_parallel_size"),  # not proved
+        ({"speculative": "eagle3", "drafter": "org/eagle", "drafter_weights_gib": 1.0}, "intent.speculative"),
+    ],
+)
+def test_what_the_packed_pool_is_not_proved_for_is_refused_naming_the_variable(
+    intent: dict[str, Any], variable: str
+) -> None:
+    profile = profile_from_config("deepseek-ai/DeepSeek-V4-Flash", FLASH, 150 * GIB, "fixture")
+    fields = {"nodes": 2, "tensor_parallel_size": 2, "max_context": 32768, "concurrency": 1, **intent}
     with pytest.raises(PlanError) as refused:
-        packed_geometry(shape(FLASH), kv_cache_dtype="bfloat16")
-    assert refused.value.variable == "intent.kv_cache_dtype"
+        plan(spark("0.33.0"), profile, Intent(**fields), model_ref="deepseek-ai/DeepSeek-V4-Flash", placement=TWO_SPARKS)
+    assert refused.value.variable == variable
 
 
 def test_flash_on_two_sparks_plans_its_packed_pool_not_the_dense_bound() -> None:
@@ -108,7 +123,7 @@ def test_flash_on_two_sparks_plans_its_packed_pool_not_the_dense_bound() -> None
         profile,
         Intent(nodes=2, tensor_parallel_size=2, max_context=131072, concurrency=2),
         model_ref="deepseek-ai/DeepSeek-V4-Flash",
-        placement=NodePlacement(rank=0, master_addr="192.168.100.10", host_ip="192.168.100.10"),
+        placement=TWO_SPARKS,
     )
     assert p.block_size == 256
     assert p.max_concurrency_at_context >= 2
