@@ -14,6 +14,7 @@ from typing import Any
 from .contextlimit import context_limit
 from .errors import PlanError
 from .models import (
+    COMPRESS_RATIOS,
     GIB,
     AttentionShape,
     CheckpointFormat,
@@ -237,11 +238,11 @@ def _dsv4_schedule(text: dict[str, Any], layers: int, source: str) -> list[int]:
 def _compressed_mla(text: dict[str, Any], layers: int, source: str) -> CompressedMlaShape:
     """DeepSeek-V4 (models/deepseek_v4/attention.py): max(1, ratio) per main layer; the MTP slot past
     num_hidden_layers is not a main layer."""
-    raw = _dsv4_schedule(text, layers, source)
-    if not set(raw) <= {0, 1, 4, 128}:
-        raise PlanError("model", f"{source}: compress ratios {sorted(set(raw))}: vLLM takes only 0, 4 and 128")
+    ratios = tuple(max(1, r) for r in _dsv4_schedule(text, layers, source))
+    if not set(ratios) <= set(COMPRESS_RATIOS):
+        raise PlanError("model", f"{source}: compress ratios {sorted(set(ratios))}: vLLM takes only 0, 4 and 128")
     return CompressedMlaShape(
-        compress_ratios=tuple(max(1, r) for r in raw),
+        compress_ratios=ratios,
         head_dim=int(text["head_dim"]),
         index_head_dim=int(text.get("index_head_dim") or 128),
         sliding_window=int(text.get("sliding_window") or 128),

@@ -16,6 +16,7 @@ from .intent import (
 )
 from .plan import AnswerCheck, EnvVar, Flag, MemoryBreakdown, Reason, ServePlan, SystemdLimits, command_line, planned_flag
 from .profile import (
+    COMPRESS_RATIOS,
     AttentionShape,
     CheckpointFormat,
     CompressedMlaShape,
@@ -32,6 +33,7 @@ from .profile import (
 )
 
 __all__ = [
+    "COMPRESS_RATIOS",
     "GIB",
     "WILDCARDS",
     "AnswerCheck",

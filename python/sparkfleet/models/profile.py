@@ -40,6 +40,10 @@ class MlaShape(Strict):
     qk_rope_head_dim: Annotated[int, Field(gt=0)]
 
 
+# The compress ratios vLLM builds a DeepSeek-V4 layer with (compressor.py asserts 4 or 128; 0 in a config reads as 1).
+COMPRESS_RATIOS = (1, 4, 128)
+
+
 class CompressedMlaShape(Strict):
     """DeepSeek-V4's attention: every layer keeps a sliding-window cache; layers with a compress ratio of 4 or 128
     also keep a compressed MLA cache and compressor states, and ratio-4 layers an indexer (vLLM
@@ -54,7 +58,7 @@ class CompressedMlaShape(Strict):
     @field_validator("compress_ratios")
     @classmethod
     def _ratios_vllm_builds(cls, value: tuple[int, ...]) -> tuple[int, ...]:
-        if not set(value) <= {1, 4, 128}:
+        if not set(value) <= set(COMPRESS_RATIOS):
             raise ValueError(f"compress ratios {sorted(set(value))}: vLLM builds only 1 (window only), 4 and 128")
         return value
 
