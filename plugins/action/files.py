@@ -15,8 +15,11 @@ def checked_files(args: dict) -> list[dict]:
     """The files argument as the module needs it, or an error naming what is wrong."""
     files = args.get("files", [])
     absent = args.get("absent", [])
-    if not isinstance(files, list) or not isinstance(absent, list) or not (files or absent):
-        raise AnsibleActionFail("files: a list of {dest, content, ...} (files) or of paths (absent) is required")
+    directories = args.get("directories", [])
+    if not all(isinstance(given, list) for given in (files, absent, directories)) or not (files or absent or directories):
+        raise AnsibleActionFail(
+            "files: a list of {dest, content, ...} (files), of {path, ...} (directories) or of paths (absent) is required"
+        )
     for index, spec in enumerate(files):
         if not isinstance(spec, dict) or not isinstance(spec.get("dest"), str):
             raise AnsibleActionFail(f"files[{index}]: each entry needs dest (an absolute path) and content (text)")
@@ -39,7 +42,7 @@ class ActionModule(ActionBase):
         result.update(done)
         if done.get("failed"):
             return result
-        diffs = []
+        diffs = result.pop("directory_diffs", [])
         for spec, entry in zip(files, result.get("files", []), strict=True):
             if "before" not in entry:
                 continue

@@ -185,6 +185,14 @@ def package_state(run_command, dpkg_query, names):
     return {name: known.get(name, False) for name in names}
 
 
+def installed_os_packages(run_command, dpkg_query):
+    """The names of every installed Debian package, sorted (None without dpkg)."""
+    if not dpkg_query:
+        return None
+    _rc, out, _err = run_command([dpkg_query, "--show", "--showformat=${Package} ${db:Status-Status}\\n"])
+    return sorted(name for name, installed in parse_dpkg_status(out).items() if installed)
+
+
 def path_state(path):
     """Whether a path exists, what it is, and for a link where it points."""
     if not os.path.lexists(path):

@@ -19,9 +19,34 @@ description:
   - The action plugin of the same name runs the module with target syslog off, so file contents
     never reach the host's journal, and builds the diff on the controller.
   - A file the validate command refuses is left as it was, and so is every file after it in the list.
+  - Directories in O(directories) are made (with their parents) and given their owner, group and mode before
+    any file is written, in the same call.
   - Paths in O(absent) are removed in the same call (files and links only, never a directory), after every
     file is written.
 options:
+  directories:
+    description:
+      - Directories, each with its wanted owner, group and mode, like M(ansible.builtin.file) with
+        C(state=directory). A missing one is made with its parents; nothing is ever removed.
+      - A path that exists and is not a directory fails the task before any change.
+    type: list
+    elements: dict
+    default: []
+    version_added: 0.12.0
+    suboptions:
+      path:
+        description: Absolute path of the directory.
+        type: path
+        required: true
+      owner:
+        description: Owner name or uid; unchanged when unset.
+        type: str
+      group:
+        description: Group name or gid; unchanged when unset.
+        type: str
+      mode:
+        description: Octal mode as a string (C("0750"), C("2750")); unchanged when unset.
+        type: str
   files:
     description: The files, each with its wanted content and attributes.
     type: list
@@ -75,7 +100,9 @@ attributes:
     description: Reports what would be written or changed without touching the host.
     support: full
   diff_mode:
-    description: One before/after entry per file whose content changes (unless O(files[].diff=false)).
+    description:
+      - One before/after entry per file whose content changes (unless O(files[].diff=false)), and one per directory
+        made or changed.
     support: full
   platform:
     description: POSIX hosts.
@@ -84,8 +111,10 @@ attributes:
 """
 
 EXAMPLES = r"""
-- name: Write the unit and its drop-in
+- name: Make the service's directories and write its unit and drop-in
   sparkfleet.vllm.files:
+    directories:
+      - {path: /var/lib/example, owner: example, group: example, mode: "0750"}
     files:
       - dest: /etc/systemd/system/example.service
         content: "{{ lookup('ansible.builtin.template', 'example.service.j2') }}"
@@ -121,8 +150,14 @@ removed:
   returned: always
   type: list
   elements: str
+changed_directories:
+  description: The directories of O(directories) that were (or in check mode would be) made or changed.
+  returned: always
+  type: list
+  elements: str
+  version_added: 0.12.0
 changed_files:
-  description: The paths that changed, in order, removed ones last.
+  description: The paths that changed, in order, removed ones last (directories are in RV(changed_directories)).
   returned: always
   type: list
   elements: str
@@ -158,10 +193,13 @@ def text_for_diff(data):
         return None
 
 
-def ensure_parent(module, spec):
+def ensure_parent(module, spec, planned):
+    """Make the file's directory when parent_mode asks; in check mode one of O(directories) counts as made."""
     parent = os.path.dirname(spec["dest"])
     changed = False
     if not os.path.isdir(parent):
+        if module.check_mode and parent in planned:
+            return True
         if spec["parent_mode"] is None:
             module.fail_json(msg=f"files: the directory of {spec['dest']} does not exist; set parent_mode to create it")
         changed = True
@@ -233,11 +271,30 @@ def write(module, spec, data):
             os.unlink(temporary)
 
 
-def ensure(module, spec):
+def ensure_directory(module, spec):
+    """Make one directory if missing and fix its attributes; returns (changed, diff)."""
+    path = spec["path"]
+    diff = {"before": {"path": path}, "after": {"path": path}}
+    changed = False
+    if not os.path.isdir(path):
+        diff["before"]["state"] = "absent"
+        diff["after"]["state"] = "directory"
+        changed = True
+        if module.check_mode:
+            return changed, diff
+        os.makedirs(path)
+    args = module.load_file_common_arguments(
+        {"path": path, "owner": spec["owner"], "group": spec["group"], "mode": spec["mode"]}
+    )
+    changed = module.set_fs_attributes_if_different(args, changed, diff=diff)
+    return changed, diff
+
+
+def ensure(module, spec, planned):
     """Bring one file to its wanted content and attributes; returns its result entry."""
     dest = spec["dest"]
     wanted = spec["content"].encode("utf-8")
-    parent_changed = ensure_parent(module, spec)
+    parent_changed = ensure_parent(module, spec, planned)
     current = read_current(dest) if os.path.isdir(os.path.dirname(dest)) else None
     content_changed = current != wanted
     entry = {"dest": dest, "changed": parent_changed or content_changed, "content_changed": content_changed}
@@ -271,12 +328,29 @@ def main():
                     "diff": {"type": "bool", "default": True},
                 },
             },
+            "directories": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {
+                    "path": {"type": "path", "required": True},
+                    "owner": {"type": "str"},
+                    "group": {"type": "str"},
+                    "mode": {"type": "str"},
+                },
+            },
             "absent": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,
     )
     files = module.params["files"]
+    directories = module.params["directories"]
     absent = module.params["absent"]
+    for spec in directories:
+        if not os.path.isabs(spec["path"]):
+            module.fail_json(msg=f"files: directory {spec['path']!r} is not an absolute path; nothing was changed")
+        if os.path.lexists(spec["path"]) and not os.path.isdir(spec["path"]):
+            module.fail_json(msg=f"files: directory {spec['path']} exists and is not a directory; nothing was changed")
     for path in absent:
         if not os.path.isabs(path):
             module.fail_json(msg=f"files: absent {path!r} is not an absolute path; nothing was changed")
@@ -292,17 +366,28 @@ def main():
         if spec["dest"] in seen:
             module.fail_json(msg=f"files: {spec['dest']} is listed twice; nothing was changed")
         seen.add(spec["dest"])
-    entries = [ensure(module, spec) for spec in files]
+    changed_directories, directory_diffs = [], []
+    for spec in directories:
+        changed, diff = ensure_directory(module, spec)
+        if changed:
+            changed_directories.append(spec["path"])
+            directory_diffs.append(diff)
+    planned = {spec["path"] for spec in directories}
+    entries = [ensure(module, spec, planned) for spec in files]
     removed = [path for path in absent if os.path.lexists(path)]
     if not module.check_mode:
         for path in removed:
             os.unlink(path)
     # The contents are the caller's; the invocation shown at high verbosity names only the paths.
-    invocation = {"module_args": {"files": [{"dest": spec["dest"]} for spec in files], "absent": absent}}
+    invocation = {
+        "module_args": {"files": [{"dest": spec["dest"]} for spec in files], "directories": directories, "absent": absent}
+    }
     module.exit_json(
-        changed=any(entry["changed"] for entry in entries) or bool(removed),
+        changed=any(entry["changed"] for entry in entries) or bool(removed) or bool(changed_directories),
         files=entries,
         removed=removed,
+        changed_directories=changed_directories,
+        directory_diffs=directory_diffs,
         changed_files=[entry["dest"] for entry in entries if entry["changed"]] + removed,
         invocation=invocation,
     )

@@ -65,6 +65,14 @@ options:
     type: list
     elements: str
     default: []
+  os_packages:
+    description:
+      - Also report every installed Debian package under C(os_packages) (a sorted list of names; null without
+        dpkg), so that a role installing packages asks apt only for the ones missing, with no module call of its
+        own.
+    type: bool
+    default: false
+    version_added: 0.12.0
   paths:
     description: Paths reported under C(paths) (exists, link and its target, dir, executable).
     type: list
@@ -101,8 +109,8 @@ ansible_facts:
       description:
         - The host in the shape the planner's filters take (platform, arch, glibc, gpu_name, compute_capability,
           driver_version, cuda_version, ptxas_path, mem_total_bytes, mem_available_bytes, unified_memory,
-          vllm_version, vllm_capabilities, release, rdma_devices, default_target), with C(accounts), C(packages)
-          and C(paths) as asked.
+          vllm_version, vllm_capabilities, release, rdma_devices, default_target), with C(accounts), C(packages),
+          C(os_packages) and C(paths) as asked.
       type: dict
 """
 
@@ -110,6 +118,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkfleet.vllm.plugins.module_utils.host_state import (
     accounts,
     gather_host,
+    installed_os_packages,
     package_state,
     path_state,
 )
@@ -120,6 +129,8 @@ def gather(module):
     facts = gather_host(module, params)
     facts["accounts"] = accounts(params["users"], params["groups"])
     facts["packages"] = package_state(module.run_command, module.get_bin_path("dpkg-query"), params["packages"])
+    if params["os_packages"]:
+        facts["os_packages"] = installed_os_packages(module.run_command, module.get_bin_path("dpkg-query"))
     facts["paths"] = {path: path_state(path) for path in params["paths"]}
     return facts
 
@@ -136,6 +147,7 @@ def main():
             "users": {"type": "list", "elements": "str", "default": []},
             "groups": {"type": "list", "elements": "str", "default": []},
             "packages": {"type": "list", "elements": "str", "default": []},
+            "os_packages": {"type": "bool", "default": False},
             "paths": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,

@@ -232,3 +232,33 @@ def test_another_account_racing_first_writes_never_reads_a_secret(tmp_path: Path
     assert leaked == 0, f"another uid read {leaked} secrets through descriptors opened during first writes"
     assert modes == {"0o600"}
     del opened  # how many temporaries it could open at all: 0 now, a count before the fix
+
+
+def test_directories_are_made_and_fixed_before_the_files_and_then_nothing_changes(tmp_path: Path) -> None:
+    nested, fixed = tmp_path / "a" / "b", tmp_path / "c"
+    fixed.mkdir(mode=0o700)
+    wanted = {
+        "directories": [{"path": str(nested), "mode": "2750"}, {"path": str(fixed), "mode": "0755"}],
+        "files": [entry(nested / "unit.conf", "x=1\n", mode="0644")],
+    }
+    checked = run_module("files", wanted, "--check", "--diff")
+    assert checked["changed"] is True and not (tmp_path / "a").exists()
+    assert checked["changed_directories"] == [str(nested), str(fixed)]
+    diff = checked["diff"]
+    assert isinstance(diff, list) and diff[0]["before"] == {"path": str(nested), "state": "absent"}
+    written = run_module("files", wanted)
+    assert written["changed"] is True and written["changed_files"] == [str(nested / "unit.conf")]
+    assert oct(nested.stat().st_mode & 0o7777) == "0o2750" and oct(fixed.stat().st_mode & 0o777) == "0o755"
+    again = run_module("files", wanted)
+    assert again["changed"] is False and again["changed_directories"] == []
+
+
+def test_a_file_where_a_directory_is_wanted_fails_before_any_change(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    wanted = {
+        "directories": [{"path": str(tmp_path / "new")}, {"path": str(tmp_path / "file")}],
+        "files": [entry(tmp_path / "written.conf", "x\n")],
+    }
+    result = run_module("files", wanted)
+    assert result.get("failed") is True and "exists and is not a directory" in str(result["msg"])
+    assert not (tmp_path / "new").exists() and not (tmp_path / "written.conf").exists()
