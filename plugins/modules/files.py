@@ -74,6 +74,8 @@ options:
         description:
           - Command that checks the new content before it replaces the file; C(%s) is the path of the
             temporary file. Not run in check mode.
+          - When its program is not on the host the task fails with RV(validator_missing) set; that file and
+            every file after it are left as they were, as when the command refuses the content.
         type: str
       parent_mode:
         description:
@@ -150,6 +152,11 @@ removed:
   returned: always
   type: list
   elements: str
+validator_missing:
+  description: The program of a O(files[].validate) command that is not on the host (the task failed).
+  returned: failure
+  type: str
+  version_added: 0.12.0
 changed_directories:
   description: The directories of O(directories) that were (or in check mode would be) made or changed.
   returned: always
@@ -218,7 +225,13 @@ def validate(module, spec, path):
     command = spec["validate"]
     if "%s" not in command:
         module.fail_json(msg=f"files: validate of {spec['dest']} must contain %s (the file to check): {command!r}")
-    rc, out, err = module.run_command([part.replace("%s", path) for part in shlex.split(command)])
+    argv = [part.replace("%s", path) for part in shlex.split(command)]
+    if not (os.path.isabs(argv[0]) and os.access(argv[0], os.X_OK)) and not module.get_bin_path(argv[0]):
+        module.fail_json(
+            msg=f"files: {spec['dest']} was left as it was: {argv[0]}, which checks it, is not on this host",
+            validator_missing=argv[0],
+        )
+    rc, out, err = module.run_command(argv)
     if rc != 0:
         module.fail_json(
             msg=f"files: {spec['dest']} was left as it was: {command} refused the new content (rc {rc})",

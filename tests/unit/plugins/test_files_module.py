@@ -262,3 +262,14 @@ def test_a_file_where_a_directory_is_wanted_fails_before_any_change(tmp_path: Pa
     result = run_module("files", wanted)
     assert result.get("failed") is True and "exists and is not a directory" in str(result["msg"])
     assert not (tmp_path / "new").exists() and not (tmp_path / "written.conf").exists()
+
+
+def test_a_validator_not_on_the_host_is_named_and_nothing_is_replaced(tmp_path: Path) -> None:
+    kept = tmp_path / "rules.yml"
+    kept.write_text("old\n")
+    wanted = [entry(kept, "new\n", validate="/nonexistent/promtool check rules %s"), entry(tmp_path / "after", "x\n")]
+    result = run_module("files", {"files": wanted})
+    assert result.get("failed") is True and result["validator_missing"] == "/nonexistent/promtool"
+    assert "is not on this host" in str(result["msg"])
+    assert kept.read_text() == "old\n" and not (tmp_path / "after").exists()
+    assert [path.name for path in tmp_path.iterdir()] == ["rules.yml"]
