@@ -74,3 +74,42 @@ def test_each_roles_readme_is_what_its_argument_specs_say() -> None:
         [sys.executable, str(ROOT / "scripts" / "role_docs.py"), "--check"], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+def role_calls(playbook: Path) -> list[dict[str, Any]]:
+    """Every import_role / include_role of a playbook's plays and task files, blocks and rescues included."""
+    found: list[dict[str, Any]] = []
+
+    def walk(tasks: list[dict[str, Any]]) -> None:
+        for task in tasks or []:
+            for section in ("block", "rescue", "always"):
+                walk(task.get(section) or [])
+            for action in ("ansible.builtin.import_role", "ansible.builtin.include_role"):
+                if action in task:
+                    found.append(task[action])
+
+    for play in load(playbook):
+        for section in ("pre_tasks", "tasks", "post_tasks"):
+            walk(play.get(section) or [])
+    return found
+
+
+@pytest.mark.parametrize("playbook", ["site.yml", "upgrade.yml"])
+def test_a_role_skips_validation_only_where_the_preflight_validated_the_same_arguments(playbook: str) -> None:
+    preflight = {
+        call["name"]: call.get("tasks_from", "main")
+        for call in yaml.safe_load((ROOT / "playbooks" / "tasks" / "preflight.yml").read_text())
+        for call in [call.get("ansible.builtin.import_role") or call.get("ansible.builtin.include_role") or {}]
+        if call
+    }
+    unvalidated = [call for call in role_calls(ROOT / "playbooks" / playbook) if call.get("rolespec_validate") is False]
+    assert unvalidated, f"{playbook} no longer skips a validation: drop this test's case"
+    for call in unvalidated:
+        role = call["name"]
+        assert role in preflight, f"{playbook}: {role} skips validating its arguments, which the preflight never validates"
+        specs = load(ROOT / "roles" / role.rsplit(".", 1)[1] / "meta" / "argument_specs.yml")["argument_specs"]
+        entry = call.get("tasks_from", "main")
+        assert specs[entry]["options"] == specs[preflight[role]]["options"], (
+            f"{playbook}: {role}'s {entry} entry point skips validation, yet its options differ from those of "
+            f"{preflight[role]}, which the preflight validated"
+        )

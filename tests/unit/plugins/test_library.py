@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -75,3 +76,32 @@ def test_a_lock_from_another_schema_names_both_versions_and_the_fix() -> None:
     check_lock_schema(json.dumps({"schema_version": LOCK_SCHEMA}), "locks/gb10.json", "vllm_install_lock_file")
     with pytest.raises(PlanError, match="not a sparkfleet release lock"):
         check_lock_schema("[1]", "locks/gb10.json", "vllm_install_lock_file")
+
+
+def test_the_preload_callback_loads_every_module_a_plugin_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ansible_collections.sparkfleet.vllm.plugins.callback import preload
+
+    loaded_by_plugins = {
+        name
+        for path in (ROOT / "plugins").rglob("*.py")
+        if path.parent.name != "callback"
+        for name in re.findall(r'\bload\("(sparkfleet[a-z_.]*)"\)', path.read_text(encoding="utf-8"))
+    }
+    assert loaded_by_plugins and set(preload.LIBRARY_MODULES) == loaded_by_plugins
+
+    loaded: list[str] = []
+    monkeypatch.setattr(preload, "load", loaded.append)
+    preload.CallbackModule().v2_playbook_on_start(None)
+    assert loaded == list(preload.LIBRARY_MODULES)
+
+
+def test_the_preload_callback_leaves_a_missing_package_to_the_task_that_needs_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ansible_collections.sparkfleet.vllm.plugins.callback import preload
+
+    def refuse(name: str) -> None:
+        raise AnsibleError("the sparkfleet.vllm collection needs Python packages on the controller")
+
+    monkeypatch.setattr(preload, "load", refuse)
+    preload.CallbackModule().v2_playbook_on_start(None)  # no exception: the run goes on
