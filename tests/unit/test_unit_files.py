@@ -125,21 +125,18 @@ def render(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     for role in ("sparkfleet", "vllm_serve"):
         defaults.update(yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()))
         defaults.update(yaml.safe_load((ROOT / "roles" / role / "vars" / "main.yml").read_text()) or {})
+    # What the role has set by the time it renders the unit, in place of the role vars that would compute it.
+    fixed = {"ansible_managed": "Ansible managed", "sparkfleet_facts": {"platform": "cpu"},
+             "__vllm_serve_release": {"path": str(release)}}  # fmt: skip
+    per_instance = ("__vllm_serve_this", "vllm_serve_plan", "__vllm_serve_instance")
     # Role defaults are templates themselves (one refers to another), as Ansible treats them.
-    renderer = TemplateRenderer(TEMPLATE, [key for key, value in defaults.items() if isinstance(value, str)])
+    renderer = TemplateRenderer(
+        TEMPLATE, [k for k, v in defaults.items() if isinstance(v, str) and k not in {*fixed, *per_instance}]
+    )
 
     def rendered(plan: dict[str, Any], name: str) -> str:
-        return renderer.render(
-            {
-                **defaults,
-                "ansible_managed": "Ansible managed",
-                "sparkfleet_facts": {"platform": "cpu"},
-                "__vllm_serve_this": plan["instances"][name],
-                "vllm_serve_plan": plan,
-                "__vllm_serve_instance": {"name": name},
-                "__vllm_serve_release": {"path": str(release)},
-            }
-        )
+        values = (plan["instances"][name], plan, {"name": name})
+        return renderer.render({**defaults, **fixed, **dict(zip(per_instance, values, strict=True))})
 
     yield rendered
     renderer.close()
