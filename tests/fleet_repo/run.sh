@@ -6,8 +6,8 @@
 # group variables, and the lock cache HOST's release was resolved into), then: a missing controller dependency must fail with the documented one-line fix;
 # after that one step, the collection's site playbook and the repo's own play (host_prep + vllm_serve
 # by FQCN with its own pre_tasks) run, every run with changed=0 except, with first-may-change, the
-# first site run (the host may have been converged with other variables), which a second site run
-# then follows.
+# site run (the host may have been converged with other variables; the caller's next run, held to
+# changed=0, is its idempotence check).
 set -euo pipefail
 core="$1" py="$2" host="$3" checkout="$(cd "$4" && pwd)" lock_cache="$5" first="${6:-unchanged}"
 # Nothing of the checkout's own Ansible or Python setup may leak into the fleet repo.
@@ -80,8 +80,6 @@ run() {  # run PLAYBOOK N: no failure, and changed=0 unless this is a first run 
   fi
   echo "$1 run $2: $(( $(date +%s) - start )) s"
 }
-step "site.yml twice, then the repo's own play"
+step "site.yml, then the repo's own play"
 run site.yml 1
-# A first run held to changed=0 is its own idempotence check.
-if [ "$first" = first-may-change ]; then run site.yml 2; fi
 run serve-only.yml 1

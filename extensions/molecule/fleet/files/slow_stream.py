@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Read one long streamed completion through the door slowly, so it is still in flight while the door
-reloads; write what arrived and when to OUT (JSON), and OUT.started once the first event is in.
+reloads; write what arrived and when to OUT (JSON), and OUT.started once the first event is in. Once
+OUT.release exists (the reload is done) the rest is read at full speed.
 
 Usage: slow_stream.py HOST PORT CA_FILE KEY_FILE MODEL OUT
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import ssl
 import sys
@@ -50,6 +52,7 @@ connection.request(
 )
 reply = connection.getresponse()
 received = b""
+released = False
 while True:
     chunk = reply.read1(256)
     if not chunk:
@@ -57,7 +60,9 @@ while True:
     if not received:
         open(out + ".started", "w").close()
     received += chunk
-    time.sleep(0.3)  # about 135 s in all: longer than the revocation run, even on a loaded machine
+    released = released or os.path.exists(out + ".release")
+    if not released:
+        time.sleep(0.3)  # at most about 135 s in all: longer than the revocation run, even on a loaded machine
 events = [line for line in received.decode(errors="replace").splitlines() if line.startswith("data: ")]
 usage = {}
 for event in reversed(events):
