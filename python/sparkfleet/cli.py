@@ -41,7 +41,6 @@ def _catalog(as_json: bool) -> str:
                 profile.state_layers.kind.value if profile.state_layers else "",
                 "MTP" if profile.speculative.mtp else "",
                 "DFlash" if profile.speculative.dflash_drafter else "",
-                "patch" if profile.patches else "",
             )
             if x
         )

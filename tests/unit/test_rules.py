@@ -370,3 +370,17 @@ def test_prefix_caching_stays_on_with_mtp_and_says_which_recipe_it_follows() -> 
     result = plan(spark(), qwen, Intent(speculative="mtp", max_context=16384, concurrency=2, trust_remote_code=True))
     flag = next(f for f in result.flags if f.name == "--enable-prefix-caching")
     assert "kept with MTP" in flag.reason and "§14.3" in flag.source
+
+
+def test_gemma_4_26b_nvfp4_is_planned_only_on_a_release_whose_stock_loader_reads_its_expert_names() -> None:
+    """Seed 002 §7.2.2 overlays the checkpoint's gemma4_patched.py on a 0.19 image (vLLM #38912). From 0.21.0 the stock
+    loader maps the per-expert scales and keeps the checkpoint's .moe.experts names (PR #41206): no overlay, and an
+    older target is refused naming the release that loads it."""
+    profile = get_profile("bg-digitalservices/Gemma-4-26B-A4B-it-NVFP4")
+    intent = Intent(max_context=16384, trust_remote_code=True)
+    with pytest.raises(PlanError, match=r"needs vLLM >= 0\.21\.0, target is 0\.20\.0") as refused:
+        plan(spark("0.20.0"), profile, intent)
+    assert "vllm_version 0.21.0 or newer" in refused.value.suggestions
+    planned = plan(spark("0.21.0"), profile, intent)
+    assert not [w for w in planned.warnings if "overlay" in w or "patch" in w]
+    assert "PR #41206" in profile.sources["min_vllm"] and "#38912" in profile.sources["min_vllm"]

@@ -115,13 +115,6 @@ class SpeculativeSupport(Strict):
         return value
 
 
-class Patch(Strict):
-    name: str
-    description: str
-    target: str
-    source: str
-
-
 class ProfileEnv(Strict):
     name: str
     value: str
@@ -225,7 +218,6 @@ class ModelProfile(Strict):
     chat_template_fix: str | None = None
     # vLLM's own extras the release needs for what this model takes in (vllm[audio] for speech input).
     vllm_extras: tuple[Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,31}$")], ...] = ()
-    patches: tuple[Patch, ...] = ()
     quirks: tuple[str, ...] = ()
     extra_overhead_gib: Annotated[float, Field(ge=0)] = 0.0
     sources: dict[str, str]
