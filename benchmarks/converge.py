@@ -38,7 +38,7 @@ MODULE_CALL = re.compile(r"^Using module file ", re.MULTILINE)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # What a no-op re-converge of the sandbox host (door, chat UI and monitoring on) may cost: it is measured, and
 # lowered by each change that cuts it. Issue 31 asks for at most 120 tasks and 20 module calls.
-NOOP_BUDGET = {"tasks": 119, "module_calls": 20}
+NOOP_BUDGET = {"tasks": 120, "module_calls": 20}
 
 
 def inventory(host: str = HOST) -> Path:
