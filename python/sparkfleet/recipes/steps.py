@@ -43,6 +43,10 @@ class Step(Strict):
     why: str = ""
 
 
+# The smoke step whose last line is the release's JSON report (versions, torch's CUDA, the platform vLLM detects).
+SMOKE_REPORT = "import vllm and torch, report the platform"
+
+
 class WheelFetch(Strict):
     """What the role fetches (and checks against its hash) before a fork build runs."""
 
@@ -63,6 +67,8 @@ class Recipe(Strict):
     lock_summary: dict[str, str | None]
     steps: list[Step]
     smoke: list[Step]
+    # The name of the smoke step that prints the JSON report the role checks.
+    smoke_report: str = SMOKE_REPORT
     expected_platform: Literal["cuda", "cpu"]
     expected_cuda: str | None
 
@@ -231,27 +237,26 @@ def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
         steps.append(Step(name=f"apply patch {patch.name}", argv=argv, why=f"release patch ({patch.kind})"))
 
     expected = "cpu" if inputs.platform is Platform.CPU else "cuda"
+    # One interpreter imports what the release serves with and reports it: each import of vLLM and torch costs
+    # seconds (tens on a loaded host), and the checks need no process of their own to say which one failed.
+    modules = "json, torch, vllm" + (", ray" if inputs.ray_version else "")
+    report = "{'vllm': vllm.__version__, 'torch': torch.__version__, 'cuda': torch.version.cuda, 'platform': p.device_type"
+    report += ", 'ray': ray.__version__}" if inputs.ray_version else "}"
     smoke = [
         Step(
-            name="import vllm and torch",
-            argv=[python, "-c", "import torch, vllm; print(vllm.__version__, torch.__version__)"],
+            name=SMOKE_REPORT,
+            argv=[
+                python,
+                "-c",
+                f"import {modules}; from vllm.platforms import current_platform as p; print(json.dumps({report}))",
+            ],
+            why=(
+                f"a {inputs.platform.value} release must import and detect the {expected} platform, torch must run on the "
+                f"CUDA its lock carries ({lock.cuda or 'none'}; {GB10_CUDA_SOURCE})"
+                + ("; Ray for multi-node serving" if inputs.ray_version else "")
+            ),
         ),
         Step(name="vllm --version", argv=[f"{release}/bin/vllm", "--version"]),
-        *(
-            [Step(name="import ray", argv=[python, "-c", "import ray; print(ray.__version__)"], why="multi-node serving")]
-            if inputs.ray_version
-            else []
-        ),
-        Step(
-            name="torch's CUDA",
-            argv=[python, "-c", "import torch; print(torch.version.cuda)"],
-            why=f"torch must run on the CUDA its lock carries ({lock.cuda or 'none'}; {GB10_CUDA_SOURCE})",
-        ),
-        Step(
-            name="platform detected",
-            argv=[python, "-c", "from vllm.platforms import current_platform as p; print(p.device_type)"],
-            why=f"a {inputs.platform.value} release must detect the {expected} platform",
-        ),
     ]
     return Recipe(
         release_id=rid,
