@@ -146,6 +146,7 @@ ENV_VARS: dict[str, EnvHistory] = {
         EnvHistory("VLLM_API_KEY", "0.10.0"),
         EnvHistory("VLLM_HOST_IP", "0.10.0"),
         EnvHistory("VLLM_CACHE_ROOT", "0.10.0"),
+        EnvHistory("VLLM_USE_AOT_COMPILE", "0.12.0"),
         # Never an upstream variable (vllm-semantics §3.2): kept here so rules can refuse it by name.
         EnvHistory("VLLM_MXFP4_BACKEND", None),
     )
@@ -160,6 +161,12 @@ FIRST_DFLASH = "0.21.0"
 # is the speculative config's num_speculative_tokens_per_batch_size schedule (vLLM PR #32374), planned from the
 # first release whose source it is checked against here (vllm/v1/spec_decode/dynamic/utils.py in 0.32.0).
 FIRST_SPECULATION_SCHEDULE = "0.32.0"
+
+
+# From 0.18.0 vLLM finishes loading a saved AOT-compiled model with `finalize_loading`, which the artifact of the CPU
+# platform's DYNAMO_TRACE_ONCE compile does not have (vllm/compilation/decorators.py `_try_load_aot_compiled_fn`, read in
+# the 0.17.1, 0.18.0 and 0.32.0 wheels): on CPU every start fails to load it, then compiles anew.
+FIRST_CPU_AOT_RELOAD_FAILURE = "0.18.0"
 
 
 def has_speculation_schedule(version: VllmVersion) -> bool:

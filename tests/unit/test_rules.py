@@ -63,6 +63,16 @@ def test_cpu_platform_has_no_gb10_rules() -> None:
     assert "--gpu-memory-utilization" not in result.argv
 
 
+@pytest.mark.parametrize(("host", "expected"), [(cpu_host(), "0"), (cpu_host("0.17.1"), None), (spark(), None)])
+def test_aot_compile_is_off_only_where_vllm_cannot_load_its_own_artifact(host: HostFacts, expected: str | None) -> None:
+    intent = Intent(trust_remote_code=True, max_context=4096, concurrency=1)
+    result = plan(host, get_profile(NANO), intent)
+    assert result.env.get("VLLM_USE_AOT_COMPILE") == expected
+    if expected is not None:
+        (entry,) = (e for e in result.environment if e.name == "VLLM_USE_AOT_COMPILE")
+        assert "finalize_loading" in entry.reason and "0.18.0" in entry.source
+
+
 def test_mla_model_gets_triton_mla() -> None:
     argv = argv_of(MISTRAL)
     assert argv[argv.index("--attention-backend") + 1] == "TRITON_MLA"
