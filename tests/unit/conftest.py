@@ -11,6 +11,15 @@ from sparkfleet.memory import GB10_REFERENCE_TOTAL_GIB
 from sparkfleet.models import GIB, HostFacts
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# The sparkfleet CLI in a process of its own (huggingface_hub reads HF_ENDPOINT and HF_HOME when imported), where
+# huggingface_hub's waits between retries are not slept: it retries a refused connection five times over 23 s, the
+# same requests either way, which is not what the tests of an unreachable hub are about.
+CLI_WITHOUT_RETRY_WAITS = [
+    sys.executable,
+    "-c",
+    "import runpy, time; time.sleep = lambda seconds: None; runpy.run_module('sparkfleet.cli', run_name='__main__')",
+]
 FIXTURES = ROOT / "tests" / "fixtures"
 # The plugins import the collection's plugin_utils by its ansible_collections name: lay this checkout
 # out as ansible_collections/sparkfleet/vllm (a symlink under .cache), and import the plugins by file.

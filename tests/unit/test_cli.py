@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 
+import huggingface_hub.constants
 import pytest
 
 from sparkfleet.cli import main
@@ -79,7 +80,9 @@ def test_explain_and_catalog(capsys: pytest.CaptureFixture[str]) -> None:
     assert "poolside/Laguna-XS.2" in capsys.readouterr().out
 
 
-def test_bad_input_names_the_variable(capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_names_the_variable(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # An id that is no catalog model is looked for on the hub: offline, so that no test waits on the network.
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     assert main(["plan", "no/such-model"]) == 2
     assert "model" in capsys.readouterr().err
     assert main(["plan", "openai/gpt-oss-120b", "--host", "0.0.0.0", "--memory-gib", "121.69"]) == 2

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import spark
+from conftest import CLI_WITHOUT_RETRY_WAITS, spark
 
 from sparkfleet.adapters import instance_request
 from sparkfleet.catalog import get_profile
@@ -163,7 +163,7 @@ def test_activation_peak_is_the_larger_of_target_and_drafter() -> None:
 def test_a_drafter_known_by_its_size_plans_without_the_hub(tmp_path: Path, environment: dict[str, str]) -> None:
     """Offline, or with the hub unreachable, a drafter given with its size is planned from that size (issue 21)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")} | {"HF_HOME": str(tmp_path), **environment}
-    command = [sys.executable, "-m", "sparkfleet.cli", "plan", "openai/gpt-oss-120b", "--speculative", "eagle3"]
+    command = [*CLI_WITHOUT_RETRY_WAITS, "plan", "openai/gpt-oss-120b", "--speculative", "eagle3"]
     command += ["--drafter", "nvidia/gpt-oss-120b-Eagle3-long-context"]
     sized = subprocess.run(
         [*command, "--drafter-weights-gib", "2", "--json"], env=env, capture_output=True, text=True, check=False

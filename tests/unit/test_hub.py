@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import CLI_WITHOUT_RETRY_WAITS
 from hub_server import Hub, HubServer, Repo, VirtualSafetensors
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
@@ -143,7 +144,7 @@ def test_unreachable_hub_is_a_clear_error(tmp_path: Path) -> None:
     with HubServer(Hub({})) as server:
         endpoint = server.endpoint
     result = subprocess.run(
-        [sys.executable, "-m", "sparkfleet.cli", "plan", "sparkfleet-test/anything"],
+        [*CLI_WITHOUT_RETRY_WAITS, "plan", "sparkfleet-test/anything"],
         env={**os.environ, "HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path), "HF_HUB_ETAG_TIMEOUT": "2"},
         capture_output=True,
         text=True,
