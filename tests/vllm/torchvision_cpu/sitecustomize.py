@@ -22,15 +22,17 @@ _declared: list[Any] = []  # the torch.library.Library must outlive the import
 
 
 def _operators_load(package: Path) -> bool:
+    """Whether torchvision's C++ library loads beside this torch, found as torchvision's own loader finds it."""
     import torch
 
-    for library in package.glob("_C*.so"):
-        try:
-            torch.ops.load_library(str(library))
-        except OSError:
-            return False
-        return True
-    return False
+    found = [package / f"_C{s}" for s in importlib.machinery.EXTENSION_SUFFIXES if (package / f"_C{s}").exists()]
+    if not found:
+        return False
+    try:
+        torch.ops.load_library(str(found[0]))
+    except (ImportError, OSError):
+        return False
+    return True
 
 
 class _DeclareTorchvisionOperators(importlib.abc.MetaPathFinder):
