@@ -306,6 +306,21 @@ FAMILIES: dict[str, dict[str, Any]] = {
     },
     "qwen3_5_moe_text (Gated-DeltaNet hybrid, MoE, float32 state)": QWEN3_5_MOE,
     "qwen3_5_moe_text, 35B-A3B's state (block raised)": QWEN3_5_35B_STATE,
+    # The catalog's own architecture: Qwen3.6-35B-A3B's config.json nests the language model in text_config beside a
+    # vision tower (here one block), and vLLM reads the layers through its hf_text_config.
+    "qwen3_5_moe_text, as Qwen3_5MoeForConditionalGeneration (text_config beside a vision tower)": {
+        "architectures": ["Qwen3_5MoeForConditionalGeneration"],
+        "model_type": "qwen3_5_moe",
+        "text_config": {**COMMON, **{k: v for k, v in QWEN3_5_35B_STATE.items() if k != "architectures"}},
+        "vision_config": {
+            "depth": 1,
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_heads": 2,
+            "out_hidden_size": COMMON["hidden_size"],
+            "num_position_embeddings": 64,
+        },
+    },
     # The state dtype read from the config, not assumed: at those state sizes one page holds one state, so a config
     # naming bfloat16 gives pages about half as large (vLLM's CPU build keeps bfloat16 too, for its accelerated
     # Gated-DeltaNet backend).
@@ -466,6 +481,9 @@ class Layout:
 
 
 def vllm_layout(model_dir: Path) -> Layout:
+    # A model with a vision tower is started for text (no image or video per prompt): its processor would need a
+    # tokenizer, and the KV cache holds the language model's layers either way.
+    multimodal = "vision_config" in json.loads((model_dir / "config.json").read_text())
     llm = LLM(
         model=str(model_dir),
         load_format="dummy",
@@ -476,6 +494,7 @@ def vllm_layout(model_dir: Path) -> Layout:
         kv_cache_memory_bytes=KV_POOL_BYTES,
         enforce_eager=True,
         trust_remote_code=(model_dir / "configuration_decilm.py").exists(),
+        **({"limit_mm_per_prompt": {"image": 0, "video": 0}} if multimodal else {}),
     )
     try:
         config = llm.llm_engine.engine_core.engine_core.scheduler.kv_cache_config
@@ -636,8 +655,10 @@ def _version_of(tree: Path) -> str:
 def proved_layouts_agree() -> bool:
     """The planner's list of proved layouts (sparkfleet.modelconfig) is exactly the families checked here."""
     families = {**FAMILIES, **PACKED_FAMILIES}
-    checked = {fields["model_type"] for fields in families.values()}
-    named = {family for family, fields in families.items() if PROVED_LAYOUTS.get(fields["model_type"]) == family}
+    checked = {text_config(fields)["model_type"] for fields in families.values()}
+    named = {
+        family for family, fields in families.items() if PROVED_LAYOUTS.get(text_config(fields)["model_type"]) == family
+    }
     if checked == set(PROVED_LAYOUTS) and set(PROVED_LAYOUTS.values()) <= named:
         return True
     print(f"FAIL      PROVED_LAYOUTS {sorted(PROVED_LAYOUTS.items())} disagrees with the families checked {sorted(checked)}")
