@@ -53,6 +53,9 @@ LAYER_PATTERN_FIELDS = (
     "sliding_window_pattern",
     "sliding_window",
 )
+# Families whose attention vLLM builds with hidden_size / num_attention_heads per head, whatever head_dim says
+# (models/olmo_hybrid.py OlmoHybridAttention).
+HEAD_SIZE_FROM_HIDDEN = {"olmo_hybrid"}
 # The text config's model_type -> the family of tests/vllm/check_kv_geometry.py whose tiny model proves
 # that the planner reads its layout as vLLM builds its KV cache (the check asserts the two lists agree).
 PROVED_LAYOUTS = {
@@ -68,6 +71,7 @@ PROVED_LAYOUTS = {
     "qwen3_next": "qwen3_next (Gated-DeltaNet hybrid)",
     "qwen3_5_text": "qwen3_5_text (Gated-DeltaNet hybrid, float32 state)",
     "qwen3_5_moe_text": "qwen3_5_moe_text (Gated-DeltaNet hybrid, MoE, float32 state)",
+    "olmo_hybrid": "olmo_hybrid (Gated-DeltaNet hybrid, head size from hidden size)",
     "granitemoehybrid": "granitemoehybrid (Mamba-2 hybrid, layer_types)",
     "jamba": "jamba (Mamba-1 hybrid, attention period)",
     "falcon_h1": "falcon_h1 (parallel attention + Mamba-2)",
@@ -329,6 +333,8 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
     head_dim = (
         mla.kv_lora_rank + mla.qk_rope_head_dim
         if mla
+        else hidden // heads
+        if text.get("model_type") in HEAD_SIZE_FROM_HIDDEN
         else _first(text, "head_dim") or _first(text, "hidden_size_per_head") or hidden // heads
     )
     if text.get("model_type") in SHARED_ATTENTION_HYBRIDS:

@@ -245,3 +245,27 @@ def test_glm45_air_is_gqa_with_an_mtp_layer() -> None:
     assert profile.moe and (profile.kv_heads, profile.head_dim, profile.full_attention_layers) == (8, 128, 46)
     assert profile.speculative.mtp_layers == 1
     assert bf16_bytes_per_token(profile) == 46 * 2 * 8 * 128 * 2
+
+
+def test_olmo_hybrid_heads_are_hidden_size_wide_and_its_layout_proved() -> None:
+    # OlmoHybridConfig's own default layout (full attention where i % 4 == 3) and value heads twice the key width.
+    # vLLM builds its attention with hidden_size / heads per head (models/olmo_hybrid.py): a head_dim beside it is
+    # not what the KV cache holds.
+    profile = hybrid(
+        model_type="olmo_hybrid",
+        architectures=["OlmoHybridForCausalLM"],
+        num_hidden_layers=8,
+        head_dim=64,
+        layer_types=["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3 + ["full_attention"],
+        linear_num_key_heads=32,
+        linear_num_value_heads=32,
+        linear_key_head_dim=96,
+        linear_value_head_dim=192,
+        linear_conv_kernel_dim=4,
+    )
+    layers = profile.state_layers
+    assert (profile.full_attention_layers, profile.kv_heads, profile.head_dim) == (2, 8, 128)
+    assert layers is not None and layers.kind is StateLayerKind.GATED_DELTANET and layers.count == 6
+    assert layers.state_shape == (32, 192, 96) and layers.conv_dim == 96 * 32 * 2 + 192 * 32
+    # tests/vllm/check_kv_geometry.py's olmo_hybrid family proves the layout: no unproved-layout warning.
+    assert profile.quirks == ()

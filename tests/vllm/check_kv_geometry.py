@@ -36,12 +36,21 @@ from typing import Any
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 from kv_packed import PACKED_FAMILIES, check_packed
+from vllm.triton_utils import HAS_TRITON, triton
 
 from sparkfleet.kvcache import GroupKind, base_block_size, geometry
 from sparkfleet.localmodel import profile_from_dir
 from sparkfleet.modelconfig import PROVED_LAYOUTS, text_config
 from sparkfleet.models import ModelProfile, Platform
 from vllm import LLM
+
+# vLLM's CPU build has no Triton, and OLMo-Hybrid's Gated-DeltaNet layer hands Triton an allocator when it is built
+# (layers/mamba/gdn/olmo_gdn_linear_attn.py). The KV cache config needs no forward pass: with enforce_eager and an
+# explicit KV pool the CPU worker skips its warm-up (cpu_worker.py _should_warm_up_model). So a hook that does
+# nothing lets vLLM build the model's own layers and KV cache config; a Triton kernel called after it would still
+# fail on the placeholder.
+if not HAS_TRITON and not hasattr(triton, "set_allocator"):
+    triton.set_allocator = lambda allocator: None
 
 KV_POOL_BYTES = 64 * 2**20
 MAX_MODEL_LEN = 2048
@@ -259,6 +268,24 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "linear_key_head_dim": 32,
         "linear_value_head_dim": 32,
     },
+    # OLMo-Hybrid: transformers' default layout (full attention where i % 4 == 3), Gated-DeltaNet value heads twice
+    # as wide as its key heads, and an attention head size vLLM takes from hidden_size / heads (models/olmo_hybrid.py;
+    # OlmoHybridConfig has no head_dim). A config that adds one changes only vLLM's hybrid block alignment, which reads
+    # it: tried with head_dim 32 beside 64-wide heads, vLLM kept 384-token blocks of 64-wide pages (130,944 tokens in
+    # 64 MiB), the planner 256-token ones (131,072 tokens).
+    "olmo_hybrid (Gated-DeltaNet hybrid, head size from hidden size)": {
+        "architectures": ["OlmoHybridForCausalLM"],
+        "model_type": "olmo_hybrid",
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+        "linear_num_key_heads": 4,
+        "linear_num_value_heads": 4,
+        "linear_key_head_dim": 48,
+        "linear_value_head_dim": 96,
+        "linear_conv_kernel_dim": 4,
+    },
     # The real state shapes, so that vLLM must raise the attention block until one page holds one state:
     # Nemotron-3 Nano's Mamba-2 (64 heads x 64, state 128, 8 groups; nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B).
     "nemotron_h, Nano's state (block raised)": {
@@ -424,7 +451,6 @@ UNPROVED_HYBRIDS = {
     "KimiLinearForCausalLM": "KDA with MLA: vLLM's CPU build turns prefix caching off for MLA and then refuses the "
     "hybrid's mamba block size (--mamba-block-size can only be set with --enable-prefix-caching)",
     "NemotronHPuzzleForCausalLM": "Nemotron-H's class with per-layer Puzzle blocks; not compared yet",
-    "OlmoHybridForCausalLM": "its Gated-DeltaNet kernels need Triton, which vLLM's CPU build lacks",
     "Qwen4ExpForCausalLM": "QSA attention with circular-buffer caches (vllm/models/qwen4_exp); not compared yet",
 }
 # KV cache spec kinds in vLLM's kv_cache_interface.py the planner does not plan (KIND_OF_SPEC holds those it does),
