@@ -143,13 +143,14 @@ def attention_bytes_per_token(profile: ModelProfile, dtype_bytes: int, tensor_pa
     Full-attention layers may have a shape of their own (Gemma-4's global layers). Layers whose V is K
     (attention_k_eq_v) still hold a K and a V page: vLLM 0.32's gemma4.py writes K into both slots.
     """
+    indexer = profile.indexer_bytes_per_token if kind is GroupKind.FULL else 0
     if profile.mla is not None:
-        return (profile.mla.kv_lora_rank + profile.mla.qk_rope_head_dim) * dtype_bytes
+        return (profile.mla.kv_lora_rank + profile.mla.qk_rope_head_dim) * dtype_bytes + indexer
     shape = profile.full_attention_shape if kind is GroupKind.FULL else None
     kv_heads = shape.kv_heads if shape else profile.kv_heads
     head_dim = shape.head_dim if shape else profile.head_dim
     heads_per_rank = max(1, kv_heads // tensor_parallel)
-    return 2 * heads_per_rank * head_dim * dtype_bytes
+    return 2 * heads_per_rank * head_dim * dtype_bytes + indexer
 
 
 def state_bytes(profile: ModelProfile, tensor_parallel: int, speculative_tokens: int) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 
 from .contextlimit import context_limit
 from .errors import PlanError
+from .kvcache import cdiv
 from .models import (
     COMPRESS_RATIOS,
     GIB,
@@ -53,6 +54,8 @@ LAYER_PATTERN_FIELDS = (
     "sliding_window_pattern",
     "sliding_window",
 )
+# The default qk_rope_head_dim of MLA families whose config class does not default it to 64.
+MLA_ROPE_DEFAULTS = {"glm5_next": 0, "glm5_next_text": 0}
 # Families whose attention vLLM builds with hidden_size / num_attention_heads per head, whatever head_dim says
 # (models/olmo_hybrid.py OlmoHybridAttention).
 HEAD_SIZE_FROM_HIDDEN = {"olmo_hybrid"}
@@ -199,11 +202,36 @@ def _full_attention_shape(text: dict[str, Any], kv_heads: int, head_dim: int) ->
 
 
 def _mla(text: dict[str, Any]) -> MlaShape | None:
-    """DeepSeek-V2/V3, Kimi-K2, Mistral-Small-4: one latent of kv_lora_rank + qk_rope_head_dim per token."""
+    """DeepSeek-V2/V3, Kimi-K2, Mistral-Small-4: one latent of kv_lora_rank + qk_rope_head_dim per token.
+
+    A config without qk_rope_head_dim gets its transformers class's default: 64, and 0 for GLM-5-Next's NoPE
+    latent (Glm5NextTextConfig)."""
     rank = text.get("kv_lora_rank")
     if not rank:
         return None
-    return MlaShape(kv_lora_rank=int(rank), qk_rope_head_dim=int(text.get("qk_rope_head_dim") or 64))
+    rope = text.get("qk_rope_head_dim")
+    if rope is None:
+        rope = MLA_ROPE_DEFAULTS.get(str(text.get("model_type")), 64)
+    return MlaShape(kv_lora_rank=int(rank), qk_rope_head_dim=int(rope))
+
+
+def indexer_bytes_per_token(text: dict[str, Any]) -> int:
+    """The key cache a sparse-attention indexer keeps beside each full-attention layer, per token (rounded up).
+
+    - GLM-5-Next and DeepSeek-V3.2 (index_topk): index_head_dim fp8 values and one float32 scale per 128 of them,
+      one entry per index_kpool tokens (GLM-5-Next pools them; models/glm5next/common/attention.py
+      Glm5NextIndexerCache over deepseek_v2.py DeepseekV32IndexerCache).
+    - Qwen4-Exp (indexer_n_heads): one bfloat16 key of indexer_head_dim per indexer_compress_ratio tokens
+      (models/qwen4_exp/common/qsa_cache.py QSACompressedKeyCache).
+    The circular buffer of raw keys both keep (one block per request, CircularBufferSpec) is not planned: its
+    layouts stay unproved (PROVED_LAYOUTS) and warn.
+    """
+    if text.get("index_topk") and text.get("model_type") != "deepseek_v4":
+        width = int(text.get("index_head_dim") or 128)
+        return cdiv(width + width // 128 * 4, int(text.get("index_kpool") or 1))
+    if text.get("indexer_n_heads") and text.get("indexer_head_dim"):
+        return cdiv(int(text["indexer_head_dim"]) * 2, int(text.get("indexer_compress_ratio") or 1))
+    return 0
 
 
 # vLLM 0.33 (transformers' DeepseekV4Config) names each layer and maps the name through compress_rates; 0.32
@@ -395,6 +423,7 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         mla=mla,
         compressed_mla=compressed,
         state_layers=state_layers,
+        indexer_bytes_per_token=indexer_bytes_per_token(text) if full else 0,
         native_max_context=limit.derived,
         config_max_length=limit.allowed if limit.allowed > limit.derived else None,
         checkpoint_format=checkpoint_format(config),

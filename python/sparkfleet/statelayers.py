@@ -21,6 +21,10 @@ ATTENTION_LAYER_TYPES = {
     "sliding_attention": "sliding",
     # Zamba2's layers_block_type: a Mamba-2 layer with a shared attention block beside it (its own KV cache).
     "hybrid": "full",
+    # Sparse attention with an indexer (GLM-5-Next's MLA, Qwen4-Exp's QSA; transformers writes full_attention as
+    # indexed_attention for both): a full KV cache, and the indexer's keys (modelconfig.indexer_bytes_per_token).
+    "indexed_attention": "full",
+    "qwen_sparse_attention": "full",
 }
 # Mamba (Nemotron-H, Granite-4.0-H), linear attention (Qwen3-Next / 3.5) and LFM2's short convolution.
 STATE_LAYER_TYPES = {"linear_attention", "mamba", "conv"}
@@ -120,7 +124,7 @@ def state_layers(text: dict[str, Any], count: int, hidden: int, source: str) -> 
     """The per-sequence state of `count` state layers (vllm-semantics §2.5; mamba_utils.MambaStateShapeCalculator)."""
     if not count:
         return None
-    for reader in (_gated_deltanet, _nemotron_mamba2, _granite_mamba2, _zamba_mamba2, _jamba_mamba1, _short_conv):
+    for reader in (_gated_deltanet, _kda, _nemotron_mamba2, _granite_mamba2, _zamba_mamba2, _jamba_mamba1, _short_conv):
         try:
             found = reader(text, count, hidden)
         except KeyError as exc:
@@ -160,6 +164,29 @@ def _gated_deltanet(text: dict[str, Any], count: int, hidden: int) -> StateLayer
         conv_kernel=int(text.get("linear_conv_kernel_dim", 4)),
         state_shape=(v_heads, v_dim, k_dim),
         state_dtype_bytes=DTYPE_BYTES.get(ssm, 2),
+    )
+
+
+def _kda(text: dict[str, Any], count: int, hidden: int) -> StateLayers | None:
+    """GLM-5-Next's Kimi Delta Attention (models/glm5next/common/model.py get_mamba_state_shape_from_config;
+    mamba_utils.kda_state_shape): a convolution over q, k and v, and a float32 recurrent state unless
+    mamba_ssm_cache_dtype says otherwise (kda_state_dtype). Transformers' Glm5NextTextConfig reads the
+    linear_attn_config dict into the flat fields vLLM reads."""
+    given = text.get("linear_attn_config")
+    nested: dict[str, Any] = given if isinstance(given, dict) else {}
+    heads = text.get("linear_num_heads") or nested.get("num_heads")
+    width = text.get("linear_head_dim") or nested.get("head_dim")
+    if not (heads and width):
+        return None
+    heads, width = int(heads), int(width)
+    kernel = text.get("linear_conv_kernel_dim") or nested.get("short_conv_kernel_size") or 4
+    return StateLayers(
+        kind=StateLayerKind.KDA,
+        count=count,
+        conv_dim=3 * heads * width,
+        conv_kernel=int(kernel),
+        state_shape=(heads, width, width),
+        state_dtype_bytes=4,
     )
 
 

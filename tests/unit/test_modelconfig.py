@@ -269,3 +269,81 @@ def test_olmo_hybrid_heads_are_hidden_size_wide_and_its_layout_proved() -> None:
     assert layers.state_shape == (32, 192, 96) and layers.conv_dim == 96 * 32 * 2 + 192 * 32
     # tests/vllm/check_kv_geometry.py's olmo_hybrid family proves the layout: no unproved-layout warning.
     assert profile.quirks == ()
+
+
+# Qwen4-Exp and GLM-5-Next at the shapes third-party transcriptions of their config.json give (no official file was
+# reachable; docs/research): what the planner reads, by vLLM 0.32's formulas. Their circular-buffer caches are not
+# planned, so both keep the unproved-layout warning.
+def test_qwen4_exp_indexed_layers_hold_their_kv_and_compressed_keys_beside_gated_deltanet() -> None:
+    profile = hybrid(
+        model_type="qwen4_exp_text",
+        architectures=["Qwen4ExpForCausalLM"],
+        hidden_size=2560,
+        num_hidden_layers=48,
+        num_attention_heads=24,
+        num_key_value_heads=2,
+        head_dim=256,
+        layer_types=(["linear_attention"] * 3 + ["indexed_attention"]) * 12,
+        linear_num_key_heads=16,
+        linear_num_value_heads=48,
+        linear_key_head_dim=128,
+        linear_value_head_dim=128,
+        linear_conv_kernel_dim=4,
+        mamba_ssm_dtype="float32",
+        indexer_n_heads=4,
+        indexer_kv_heads=1,
+        indexer_head_dim=128,
+        indexer_compress_ratio=4,
+    )
+    layers = profile.state_layers
+    assert profile.full_attention_layers == 12 and layers is not None and layers.count == 36
+    assert layers.kind is StateLayerKind.GATED_DELTANET and layers.state_dtype_bytes == 4
+    # Per indexed layer: K and V of 2 heads x 256 in bf16 (2,048 B), and a 128-wide bf16 key every 4 tokens (64 B).
+    assert profile.indexer_bytes_per_token == 64
+    assert bf16_bytes_per_token(profile) == 12 * (2 * 2 * 256 * 2 + 64) == 25_344
+    assert len(profile.quirks) == 1 and "qwen4_exp_text" in profile.quirks[0] and "not proved" in profile.quirks[0]
+
+
+def test_glm5_next_nope_latent_pooled_indexer_and_kda_state() -> None:
+    profile = hybrid(
+        model_type="glm5_next",
+        architectures=["Glm5NextForCausalLM"],
+        num_hidden_layers=45,
+        num_attention_heads=64,
+        num_key_value_heads=64,
+        layer_types=["indexed_attention" if i % 4 == 3 else "linear_attention" for i in range(45)],
+        kv_lora_rank=512,
+        q_lora_rank=1536,
+        qk_nope_head_dim=256,
+        v_head_dim=256,
+        index_topk=2048,
+        index_head_dim=128,
+        index_n_heads=32,
+        index_kpool=4,
+        linear_attn_config={"num_heads": 64, "head_dim": 128, "short_conv_kernel_size": 4},
+    )
+    mla, layers = profile.mla, profile.state_layers
+    # qk_rope_head_dim left out: Glm5NextTextConfig's default is 0 (NoPE), not DeepSeek's 64.
+    assert mla is not None and (mla.kv_lora_rank, mla.qk_rope_head_dim) == (512, 0)
+    assert profile.full_attention_layers == 11 and layers is not None and layers.count == 34
+    # The fp8 indexer key (128 values + one float32 scale) pooled over 4 tokens: 33 B per token and layer.
+    assert profile.indexer_bytes_per_token == 33
+    assert bf16_bytes_per_token(profile) == 11 * (512 * 2 + 33) == 11_627
+    # KDA: a convolution over q, k and v (3 x 64 x 128, 3 positions) and a float32 64 x 128 x 128 state.
+    assert layers.kind is StateLayerKind.KDA and layers.state_shape == (64, 128, 128)
+    assert geometry(profile, kv_cache_dtype="auto").state_bytes_per_layer == 3 * 64 * 128 * 3 * 2 + 64 * 128 * 128 * 4
+    assert len(profile.quirks) == 1 and "glm5_next" in profile.quirks[0]
+
+
+def test_deepseek_v3_2_indexer_keys_join_its_latent() -> None:
+    profile = hybrid(
+        model_type="deepseek_v32",
+        num_hidden_layers=61,
+        kv_lora_rank=512,
+        qk_rope_head_dim=64,
+        index_topk=2048,
+        index_head_dim=128,
+    )
+    # 576 bf16 latent values and the indexer's 132-byte fp8 key per layer and token (DeepseekV32IndexerCache).
+    assert profile.indexer_bytes_per_token == 132
+    assert bf16_bytes_per_token(profile) == 61 * (576 * 2 + 132)

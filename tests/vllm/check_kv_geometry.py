@@ -445,13 +445,19 @@ CANNOT_RUN: dict[str, str] = {}
 # The planner warns for each (its model_type is not in PROVED_LAYOUTS). A name vLLM no longer has fails as stale.
 UNPROVED_HYBRIDS = {
     "AliceAIForCausalLM": "new in 0.33; not compared yet",
-    "BailingMoeV2_5ForCausalLM": "Bailing's linear attention (lightning) hybrid; not compared yet",
-    "BailingMoeV3ForCausalLM": "not compared yet",
-    "Glm5NextForCausalLM": "circular-buffer attention (vllm/models/glm5next); not compared yet",
+    "BailingMoeV2_5ForCausalLM": "MLA every layer_group_size-th layer, lightning linear-attention state (no convolution) "
+    "between, which the planner does not read yet (attention on every layer, an upper bound); MLA beside a state is "
+    "what vLLM's CPU build refuses for KimiLinear",
+    "BailingMoeV3ForCausalLM": "MLA every layer_group_size-th layer with KDA state between, not read yet (attention on "
+    "every layer, an upper bound); MLA beside a state, as KimiLinear",
+    "Glm5NextForCausalLM": "planned as read (NoPE MLA with its pooled indexer keys, KDA state; not its raw-key ring); "
+    "vLLM's CPU build cannot build its sparse MLA ('Sparse Attention is not supported on CPU')",
     "KimiLinearForCausalLM": "KDA with MLA: vLLM's CPU build turns prefix caching off for MLA and then refuses the "
     "hybrid's mamba block size (--mamba-block-size can only be set with --enable-prefix-caching)",
     "NemotronHPuzzleForCausalLM": "Nemotron-H's class with per-layer Puzzle blocks; not compared yet",
-    "Qwen4ExpForCausalLM": "QSA attention with circular-buffer caches (vllm/models/qwen4_exp); not compared yet",
+    "Qwen4ExpForCausalLM": "planned as read (QSA layers' KV and compressed keys, Gated-DeltaNet state; not its raw-key "
+    "ring or n-gram convolution state); vLLM's CPU build cannot build it (QSA requires FlashAttention, its n-gram "
+    "embedding pinned memory)",
 }
 # KV cache spec kinds in vLLM's kv_cache_interface.py the planner does not plan (KIND_OF_SPEC holds those it does),
 # and why. A config that would need one is not in PROVED_LAYOUTS, so its plan carries the unproved-layout warning.
@@ -459,7 +465,7 @@ UNPLANNED_SPECS = {
     "AttentionSpec": "the base of the attention kinds",
     "UniformTypeKVCacheSpecs": "a wrapper vLLM builds over layers of one kind",
     "ChunkedLocalAttentionSpec": "Llama-4's chunked local attention (planned as full attention: an upper bound)",
-    "CircularBufferSpec": "GLM-5-Next's and Qwen4-Exp's ring caches",
+    "CircularBufferSpec": "GLM-5-Next's and Qwen4-Exp's raw-key rings: one block per request, not planned",
     "CrossAttentionSpec": "encoder-decoder cross attention (no chat model on a Spark)",
     "EncoderOnlyAttentionSpec": "encoder-only models (embeddings), not served by sparkfleet",
     "HiSparseHotSpec": "hierarchical sparse MLA (v1/hisparse), hot tier; vLLM refuses it for DeepSeek-V4",

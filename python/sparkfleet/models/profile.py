@@ -37,7 +37,8 @@ class AttentionShape(Strict):
 
 class MlaShape(Strict):
     kv_lora_rank: Annotated[int, Field(gt=0)]
-    qk_rope_head_dim: Annotated[int, Field(gt=0)]
+    # 0 for a NoPE latent (GLM-5-Next).
+    qk_rope_head_dim: Annotated[int, Field(ge=0)]
 
 
 # The compress ratios vLLM builds a DeepSeek-V4 layer with (compressor.py asserts 4 or 128; 0 in a config reads as 1).
@@ -68,6 +69,8 @@ class StateLayerKind(str, Enum):
     MAMBA2 = "mamba2"
     GATED_DELTANET = "gated-deltanet"
     SHORT_CONV = "short-conv"
+    # Kimi Delta Attention (GLM-5-Next's linear layers; mamba_utils.kda_state_shape).
+    KDA = "kda"
 
 
 class StateLayers(Strict):
@@ -171,6 +174,9 @@ class ModelProfile(Strict):
     mla: MlaShape | None = None
     compressed_mla: CompressedMlaShape | None = None
     state_layers: StateLayers | None = None
+    # A sparse-attention indexer's own key cache, per full-attention layer and token (GLM-5-Next's and
+    # DeepSeek-V3.2's, Qwen4-Exp's compressed keys): replicated across tensor-parallel ranks.
+    indexer_bytes_per_token: Annotated[int, Field(ge=0)] = 0
     # What vLLM serves by default (sparkfleet.contextlimit: its own derivation from config.json).
     native_max_context: Annotated[int, Field(gt=0)]
     # A longer max_model_len vLLM accepts with no env (the config's own model_max_length), when there is one.
