@@ -48,8 +48,9 @@ def model_dtype(text: dict[str, Any]) -> str:
 def layer_kinds(text: dict[str, Any], layers: int, source: str) -> list[str]:
     """One of full / sliding / state per decoder layer, from whichever field the family uses.
 
-    layer_types (Gemma-3/4, gpt-oss, Qwen3-Next / 3.5, Granite-4.0-H, LFM2); full_attn_idxs (LFM2 as first
-    published: the attention layers' indices, convolutions elsewhere, as transformers' Lfm2Config reads it);
+    layer_types (Gemma-3/4, gpt-oss, Qwen3-Next / 3.5, Granite-4.0-H, LFM2, Qwen4-Exp, GLM-5-Next); full_attn_idxs
+    (LFM2 as first published: the attention layers' indices, convolutions elsewhere, as transformers' Lfm2Config
+    reads it); linear_attn_config's kda_layers (Kimi-Linear);
     hybrid_override_pattern
     (Nemotron-H as published: '*' attention, 'M' Mamba-2, '-' MLP, 'E' MoE; models/nemotron_h.py) or
     layers_block_type (the same, as transformers 5 saves it); attn_layer_period / attn_layer_offset
@@ -84,6 +85,11 @@ def layer_kinds(text: dict[str, Any], layers: int, source: str) -> list[str]:
     attention_at = text.get("full_attn_idxs")
     if isinstance(attention_at, list) and attention_at:
         return ["full" if i in attention_at else "state" for i in range(layers)]
+    linear = text.get("linear_attn_config")
+    if isinstance(linear, dict) and isinstance(linear.get("kda_layers"), list):
+        # Kimi-Linear: KDA where the 1-based layer number is in kda_layers, MLA elsewhere (KimiLinearConfig.is_kda_layer).
+        kda = {int(n) for n in linear["kda_layers"]}
+        return ["state" if i + 1 in kda else "full" for i in range(layers)]
     if text.get("model_type") in PERIODIC_HYBRIDS:
         period, offset = int(text.get("attn_layer_period") or 0), int(text.get("attn_layer_offset") or 0)
         if period < 1 or not 0 <= offset < period:
@@ -168,10 +174,11 @@ def _gated_deltanet(text: dict[str, Any], count: int, hidden: int) -> StateLayer
 
 
 def _kda(text: dict[str, Any], count: int, hidden: int) -> StateLayers | None:
-    """GLM-5-Next's Kimi Delta Attention (models/glm5next/common/model.py get_mamba_state_shape_from_config;
-    mamba_utils.kda_state_shape): a convolution over q, k and v, and a float32 recurrent state unless
-    mamba_ssm_cache_dtype says otherwise (kda_state_dtype). Transformers' Glm5NextTextConfig reads the
-    linear_attn_config dict into the flat fields vLLM reads."""
+    """Kimi Delta Attention: GLM-5-Next's (models/glm5next/common/model.py) and Kimi-Linear's
+    (models/kimi_k3/amd/linear.py) get_mamba_state_shape_from_config, mamba_utils.kda_state_shape: a convolution
+    over q, k and v, and a float32 recurrent state unless mamba_ssm_cache_dtype says otherwise (kda_state_dtype).
+    Kimi-Linear's config keeps the fields in its linear_attn_config dict; transformers' Glm5NextTextConfig reads that
+    dict into the flat fields vLLM reads."""
     given = text.get("linear_attn_config")
     nested: dict[str, Any] = given if isinstance(given, dict) else {}
     heads = text.get("linear_num_heads") or nested.get("num_heads")

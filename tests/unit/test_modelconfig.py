@@ -347,3 +347,28 @@ def test_deepseek_v3_2_indexer_keys_join_its_latent() -> None:
     # 576 bf16 latent values and the indexer's 132-byte fp8 key per layer and token (DeepseekV32IndexerCache).
     assert profile.indexer_bytes_per_token == 132
     assert bf16_bytes_per_token(profile) == 61 * (576 * 2 + 132)
+
+
+def test_kimi_linear_kda_layers_from_linear_attn_config_beside_mla() -> None:
+    # Kimi-Linear-48B-A3B's schedule: KDA in three of every four layers (1-based kda_layers), MLA in the fourth.
+    profile = hybrid(
+        model_type="kimi_linear",
+        architectures=["KimiLinearForCausalLM"],
+        hidden_size=2304,
+        num_hidden_layers=8,
+        num_attention_heads=32,
+        kv_lora_rank=512,
+        qk_rope_head_dim=64,
+        linear_attn_config={
+            "kda_layers": [1, 2, 3, 5, 6, 7],
+            "full_attn_layers": [4, 8],
+            "num_heads": 32,
+            "head_dim": 128,
+            "short_conv_kernel_size": 4,
+        },
+    )
+    layers = profile.state_layers
+    assert profile.full_attention_layers == 2 and profile.mla is not None and profile.indexer_bytes_per_token == 0
+    assert layers is not None and layers.kind is StateLayerKind.KDA and layers.count == 6
+    assert (layers.conv_dim, layers.conv_kernel, layers.state_shape) == (3 * 32 * 128, 4, (32, 128, 128))
+    assert len(profile.quirks) == 1 and "kimi_linear" in profile.quirks[0]

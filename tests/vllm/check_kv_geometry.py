@@ -452,8 +452,10 @@ UNPROVED_HYBRIDS = {
     "every layer, an upper bound); MLA beside a state, as KimiLinear",
     "Glm5NextForCausalLM": "planned as read (NoPE MLA with its pooled indexer keys, KDA state; not its raw-key ring); "
     "vLLM's CPU build cannot build its sparse MLA ('Sparse Attention is not supported on CPU')",
-    "KimiLinearForCausalLM": "KDA with MLA: vLLM's CPU build turns prefix caching off for MLA and then refuses the "
-    "hybrid's mamba block size (--mamba-block-size can only be set with --enable-prefix-caching)",
+    "KimiLinearForCausalLM": "planned as read (MLA, KDA state from linear_attn_config); vLLM's CPU build turns prefix "
+    "caching off for MLA and then refuses the hybrid's mamba block size (--mamba-block-size can only be set with "
+    "--enable-prefix-caching), and with prefix caching off it builds the model from models/kimi_k3/nvidia, which "
+    "imports CUTLASS's Python DSL",
     "NemotronHPuzzleForCausalLM": "Nemotron-H's class with per-layer Puzzle blocks; not compared yet",
     "Qwen4ExpForCausalLM": "planned as read (QSA layers' KV and compressed keys, Gated-DeltaNet state; not its raw-key "
     "ring or n-gram convolution state); vLLM's CPU build cannot build it (QSA requires FlashAttention, its n-gram "
