@@ -37,12 +37,23 @@ PARALLEL_HYBRIDS = {"falcon_h1"}
 # Families whose attention layers run a block shared between layers, each layer with its own KV cache, and
 # every layer a Mamba-2 (models/zamba2.py).
 SHARED_ATTENTION_HYBRIDS = {"zamba2"}
+# Bailing's linear hybrids: MLA on every layer_group_size-th layer, a linear-attention state between
+# (models/bailing_moe_linear.py is_linear_layer; bailing_moe_v3.py _is_kda_layer, which also makes the layers after the
+# last whole group MLA), and the state kind each keeps.
+BAILING_HYBRIDS = {"BailingMoeV2_5ForCausalLM": "lightning", "BailingMoeV3ForCausalLM": "kda"}
 # Families that read Jamba's period fields (models/jamba.py: attention where i % period == offset).
 PERIODIC_HYBRIDS = {"jamba"}
 
 
 def model_dtype(text: dict[str, Any]) -> str:
     return str(text.get("dtype") or text.get("torch_dtype") or "bfloat16")
+
+
+def _bailing(text: dict[str, Any]) -> str | None:
+    """The state kind of a Bailing linear hybrid, by its architecture; None for any other model."""
+    architectures = text.get("architectures")
+    first = architectures[0] if isinstance(architectures, list) and architectures else None
+    return BAILING_HYBRIDS.get(str(first))
 
 
 def layer_kinds(text: dict[str, Any], layers: int, source: str) -> list[str]:
@@ -85,6 +96,10 @@ def layer_kinds(text: dict[str, Any], layers: int, source: str) -> list[str]:
     attention_at = text.get("full_attn_idxs")
     if isinstance(attention_at, list) and attention_at:
         return ["full" if i in attention_at else "state" for i in range(layers)]
+    group = text.get("layer_group_size")
+    if _bailing(text) and isinstance(group, int) and group > 0:
+        whole = layers // group * group if _bailing(text) == "kda" else layers
+        return ["full" if (i + 1) % group == 0 or i >= whole else "state" for i in range(layers)]
     linear = text.get("linear_attn_config")
     if isinstance(linear, dict) and isinstance(linear.get("kda_layers"), list):
         # Kimi-Linear: KDA where the 1-based layer number is in kda_layers, MLA elsewhere (KimiLinearConfig.is_kda_layer).
@@ -130,7 +145,8 @@ def state_layers(text: dict[str, Any], count: int, hidden: int, source: str) -> 
     """The per-sequence state of `count` state layers (vllm-semantics §2.5; mamba_utils.MambaStateShapeCalculator)."""
     if not count:
         return None
-    for reader in (_gated_deltanet, _kda, _nemotron_mamba2, _granite_mamba2, _zamba_mamba2, _jamba_mamba1, _short_conv):
+    readers = (_gated_deltanet, _bailing_state, _kda, _nemotron_mamba2, _granite_mamba2, _zamba_mamba2, _jamba_mamba1)
+    for reader in (*readers, _short_conv):
         try:
             found = reader(text, count, hidden)
         except KeyError as exc:
@@ -170,6 +186,35 @@ def _gated_deltanet(text: dict[str, Any], count: int, hidden: int) -> StateLayer
         conv_kernel=int(text.get("linear_conv_kernel_dim", 4)),
         state_shape=(v_heads, v_dim, k_dim),
         state_dtype_bytes=DTYPE_BYTES.get(ssm, 2),
+    )
+
+
+def _bailing_state(text: dict[str, Any], count: int, hidden: int) -> StateLayers | None:
+    """Bailing-V2.5's lightning attention, one (heads, head_dim, head_dim) state in the model's dtype and no
+    convolution (bailing_moe_linear.py get_mamba_state_shape_from_config, linear_attention_state_dtype); Bailing-V3's
+    KDA over num_attention_heads x head_dim with short_conv_kernel_size (bailing_moe_v3.py
+    _get_kda_state_shape_for_config)."""
+    kind = _bailing(text)
+    if kind is None:
+        return None
+    heads = int(text["num_attention_heads"])
+    width = int(text.get("head_dim") or hidden // heads)
+    if kind == "kda":
+        return StateLayers(
+            kind=StateLayerKind.KDA,
+            count=count,
+            conv_dim=3 * heads * width,
+            conv_kernel=int(text["short_conv_kernel_size"]),
+            state_shape=(heads, width, width),
+            state_dtype_bytes=4,
+        )
+    return StateLayers(
+        kind=StateLayerKind.LINEAR,
+        count=count,
+        conv_dim=0,
+        conv_kernel=1,
+        state_shape=(heads, width, width),
+        state_dtype_bytes=4 if model_dtype(text) == "float32" else 2,
     )
 
 

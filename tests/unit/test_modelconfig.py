@@ -372,3 +372,41 @@ def test_kimi_linear_kda_layers_from_linear_attn_config_beside_mla() -> None:
     assert layers is not None and layers.kind is StateLayerKind.KDA and layers.count == 6
     assert (layers.conv_dim, layers.conv_kernel, layers.state_shape) == (3 * 32 * 128, 4, (32, 128, 128))
     assert len(profile.quirks) == 1 and "kimi_linear" in profile.quirks[0]
+
+
+def test_bailing_v2_5_mla_every_group_with_lightning_state_between() -> None:
+    profile = hybrid(
+        architectures=["BailingMoeV2_5ForCausalLM"],
+        model_type="bailing_hybrid",
+        num_hidden_layers=10,
+        num_attention_heads=32,
+        head_dim=128,
+        layer_group_size=4,
+        kv_lora_rank=512,
+        qk_rope_head_dim=64,
+    )
+    layers = profile.state_layers
+    # MLA on layers 4 and 8 ((i + 1) % 4 == 0); lightning attention on the other eight, trailing ones included.
+    assert profile.full_attention_layers == 2 and profile.mla is not None
+    assert layers is not None and layers.kind is StateLayerKind.LINEAR and layers.count == 8
+    # One bf16 32 x 128 x 128 state per layer and sequence, no convolution, at any speculative depth.
+    assert geometry(profile, kv_cache_dtype="auto", speculative_tokens=3).state_bytes_per_layer == 32 * 128 * 128 * 2
+    assert len(profile.quirks) == 1 and "bailing_hybrid" in profile.quirks[0]
+
+
+def test_bailing_v3_trailing_layers_past_the_last_group_are_mla() -> None:
+    profile = hybrid(
+        architectures=["BailingMoeV3ForCausalLM"],
+        model_type="bailing_moe_v3",
+        num_hidden_layers=10,
+        num_attention_heads=32,
+        head_dim=128,
+        layer_group_size=4,
+        short_conv_kernel_size=4,
+        kv_lora_rank=512,
+        qk_rope_head_dim=64,
+    )
+    layers = profile.state_layers
+    # MLA on layers 4 and 8 and on 9 and 10, past the last whole group of four (bailing_moe_v3.py _is_kda_layer).
+    assert profile.full_attention_layers == 4 and layers is not None and layers.count == 6
+    assert layers.kind is StateLayerKind.KDA and (layers.conv_dim, layers.state_shape) == (3 * 32 * 128, (32, 128, 128))

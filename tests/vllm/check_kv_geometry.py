@@ -445,11 +445,11 @@ CANNOT_RUN: dict[str, str] = {}
 # The planner warns for each (its model_type is not in PROVED_LAYOUTS). A name vLLM no longer has fails as stale.
 UNPROVED_HYBRIDS = {
     "AliceAIForCausalLM": "new in 0.33; not compared yet",
-    "BailingMoeV2_5ForCausalLM": "MLA every layer_group_size-th layer, lightning linear-attention state (no convolution) "
-    "between, which the planner does not read yet (attention on every layer, an upper bound); MLA beside a state is "
-    "what vLLM's CPU build refuses for KimiLinear",
-    "BailingMoeV3ForCausalLM": "MLA every layer_group_size-th layer with KDA state between, not read yet (attention on "
-    "every layer, an upper bound); MLA beside a state, as KimiLinear",
+    "BailingMoeV2_5ForCausalLM": "planned as read (MLA every layer_group_size-th layer, lightning linear-attention state "
+    "between); its config is the repository's own code, and MLA beside a state is what vLLM's CPU build cannot build "
+    "for KimiLinear",
+    "BailingMoeV3ForCausalLM": "planned as read (MLA every layer_group_size-th layer and past the last whole group, KDA "
+    "state between); MLA beside a state, as KimiLinear",
     "Glm5NextForCausalLM": "planned as read (NoPE MLA with its pooled indexer keys, KDA state; not its raw-key ring); "
     "vLLM's CPU build cannot build its sparse MLA ('Sparse Attention is not supported on CPU')",
     "KimiLinearForCausalLM": "planned as read (MLA, KDA state from linear_attn_config); vLLM's CPU build turns prefix "

@@ -7,7 +7,7 @@ from enum import Enum
 from pathlib import PurePosixPath
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ..versions import VllmVersion
 from .base import Strict
@@ -69,8 +69,10 @@ class StateLayerKind(str, Enum):
     MAMBA2 = "mamba2"
     GATED_DELTANET = "gated-deltanet"
     SHORT_CONV = "short-conv"
-    # Kimi Delta Attention (GLM-5-Next's linear layers; mamba_utils.kda_state_shape).
+    # Kimi Delta Attention (GLM-5-Next's, Kimi-Linear's and Bailing-V3's linear layers; mamba_utils.kda_state_shape).
     KDA = "kda"
+    # Lightning linear attention (Bailing-V2.5; mamba_utils.linear_attention_state_shape): no convolution.
+    LINEAR = "linear-attention"
 
 
 class StateLayers(Strict):
@@ -78,13 +80,21 @@ class StateLayers(Strict):
 
     kind: StateLayerKind
     count: Annotated[int, Field(gt=0)]
-    conv_dim: Annotated[int, Field(gt=0)]
-    conv_kernel: Annotated[int, Field(gt=1)]
+    # 0 (and a kernel of 1) for a state without a convolution (lightning linear attention).
+    conv_dim: Annotated[int, Field(ge=0)]
+    conv_kernel: Annotated[int, Field(ge=1)]
     # The recurrent state per layer, its first dimension split across tensor-parallel ranks; empty for a
     # short convolution (LFM2), whose whole state is its convolution window.
     state_shape: tuple[int, ...]
     state_dtype_bytes: Literal[2, 4] = 4
     conv_dtype_bytes: Literal[2, 4] = 2
+
+    @field_validator("conv_kernel")
+    @classmethod
+    def _a_convolution_spans_two_tokens(cls, value: int, info: ValidationInfo) -> int:
+        if info.data.get("conv_dim", 0) > 0 and value < 2:
+            raise ValueError("a convolution's kernel spans at least 2 tokens")
+        return value
 
     @property
     def conv_holds_speculative_tokens(self) -> bool:
