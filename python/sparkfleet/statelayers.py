@@ -41,6 +41,9 @@ SHARED_ATTENTION_HYBRIDS = {"zamba2"}
 # (models/bailing_moe_linear.py is_linear_layer; bailing_moe_v3.py _is_kda_layer, which also makes the layers after the
 # last whole group MLA), and the state kind each keeps.
 BAILING_HYBRIDS = {"BailingMoeV2_5ForCausalLM": "lightning", "BailingMoeV3ForCausalLM": "kda"}
+# Architectures whose linear_attention layers are KDA over Gated-DeltaNet's flat fields (linear_num_key_heads x
+# linear_key_head_dim, equal to the value heads): vLLM 0.33's alice_ai.py _make_kimi_kda_config.
+FLAT_KDA_ARCHITECTURES = {"AliceAIForCausalLM"}
 # Families that read Jamba's period fields (models/jamba.py: attention where i % period == offset).
 PERIODIC_HYBRIDS = {"jamba"}
 
@@ -49,11 +52,14 @@ def model_dtype(text: dict[str, Any]) -> str:
     return str(text.get("dtype") or text.get("torch_dtype") or "bfloat16")
 
 
+def _architecture(text: dict[str, Any]) -> str | None:
+    architectures = text.get("architectures")
+    return str(architectures[0]) if isinstance(architectures, list) and architectures else None
+
+
 def _bailing(text: dict[str, Any]) -> str | None:
     """The state kind of a Bailing linear hybrid, by its architecture; None for any other model."""
-    architectures = text.get("architectures")
-    first = architectures[0] if isinstance(architectures, list) and architectures else None
-    return BAILING_HYBRIDS.get(str(first))
+    return BAILING_HYBRIDS.get(str(_architecture(text)))
 
 
 def layer_kinds(text: dict[str, Any], layers: int, source: str) -> list[str]:
@@ -173,7 +179,7 @@ def state_layers(text: dict[str, Any], count: int, hidden: int, source: str) -> 
 
 def _gated_deltanet(text: dict[str, Any], count: int, hidden: int) -> StateLayers | None:
     """Qwen3-Next / 3.5 (models/qwen3_next.py, qwen3_5.py)."""
-    if not text.get("linear_num_value_heads"):
+    if not text.get("linear_num_value_heads") or _architecture(text) in FLAT_KDA_ARCHITECTURES:
         return None
     k_heads, v_heads = int(text["linear_num_key_heads"]), int(text["linear_num_value_heads"])
     k_dim, v_dim = int(text["linear_key_head_dim"]), int(text["linear_value_head_dim"])
@@ -223,11 +229,12 @@ def _kda(text: dict[str, Any], count: int, hidden: int) -> StateLayers | None:
     (models/kimi_k3/amd/linear.py) get_mamba_state_shape_from_config, mamba_utils.kda_state_shape: a convolution
     over q, k and v, and a float32 recurrent state unless mamba_ssm_cache_dtype says otherwise (kda_state_dtype).
     Kimi-Linear's config keeps the fields in its linear_attn_config dict; transformers' Glm5NextTextConfig reads that
-    dict into the flat fields vLLM reads."""
+    dict into the flat fields vLLM reads; AliceAI (vLLM 0.33) names them as Gated-DeltaNet does."""
     given = text.get("linear_attn_config")
     nested: dict[str, Any] = given if isinstance(given, dict) else {}
-    heads = text.get("linear_num_heads") or nested.get("num_heads")
-    width = text.get("linear_head_dim") or nested.get("head_dim")
+    flat = _architecture(text) in FLAT_KDA_ARCHITECTURES
+    heads = text.get("linear_num_key_heads" if flat else "linear_num_heads") or nested.get("num_heads")
+    width = text.get("linear_key_head_dim" if flat else "linear_head_dim") or nested.get("head_dim")
     if not (heads and width):
         return None
     heads, width = int(heads), int(width)

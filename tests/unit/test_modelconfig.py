@@ -410,3 +410,23 @@ def test_bailing_v3_trailing_layers_past_the_last_group_are_mla() -> None:
     # MLA on layers 4 and 8 and on 9 and 10, past the last whole group of four (bailing_moe_v3.py _is_kda_layer).
     assert profile.full_attention_layers == 4 and layers is not None and layers.count == 6
     assert layers.kind is StateLayerKind.KDA and (layers.conv_dim, layers.state_shape) == (3 * 32 * 128, (32, 128, 128))
+
+
+def test_alice_ai_linear_layers_are_kda_with_a_float32_state_not_gated_deltanet() -> None:
+    # vLLM 0.33's alice_ai.py builds its linear_attention layers as Kimi's KDA from Gated-DeltaNet's field names.
+    profile = hybrid(
+        architectures=["AliceAIForCausalLM"],
+        model_type="alice_ai",
+        num_hidden_layers=4,
+        head_dim=128,
+        layer_types=["linear_attention"] * 3 + ["full_attention"],
+        linear_num_key_heads=16,
+        linear_num_value_heads=16,
+        linear_key_head_dim=128,
+        linear_value_head_dim=128,
+        linear_conv_kernel_dim=4,
+    )
+    layers = profile.state_layers
+    assert profile.full_attention_layers == 1 and layers is not None and layers.count == 3
+    assert layers.kind is StateLayerKind.KDA and layers.state_dtype_bytes == 4
+    assert (layers.conv_dim, layers.state_shape) == (3 * 16 * 128, (16, 128, 128))

