@@ -457,7 +457,9 @@ UNPROVED_HYBRIDS = {
     "caching off for MLA and then refuses the hybrid's mamba block size (--mamba-block-size can only be set with "
     "--enable-prefix-caching), and with prefix caching off it builds the model from models/kimi_k3/nvidia, which "
     "imports CUTLASS's Python DSL",
-    "NemotronHPuzzleForCausalLM": "Nemotron-H's class with per-layer Puzzle blocks; not compared yet",
+    "NemotronHPuzzleForCausalLM": "Nemotron-H's class with per-layer Puzzle blocks, whose shapes the repository's own "
+    "config code gives (get_nemotron_h_config_for_layer): the planner refuses its block_configs as an unsupported "
+    "layout rather than plan past them",
     "Qwen4ExpForCausalLM": "planned as read (QSA layers' KV and compressed keys, Gated-DeltaNet state; not its raw-key "
     "ring or n-gram convolution state); vLLM's CPU build cannot build it (QSA requires FlashAttention, its n-gram "
     "embedding pinned memory)",
