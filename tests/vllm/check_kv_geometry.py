@@ -286,6 +286,21 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "linear_value_head_dim": 96,
         "linear_conv_kernel_dim": 4,
     },
+    # OLMo-Hybrid-7B's state: 30 Gated-DeltaNet heads of 96 (keys) and 192 (values) (the model card and
+    # OlmoHybridConfig's defaults; allenai/Olmo-Hybrid-7B, vLLM's example checkpoint), so the block must rise.
+    "olmo_hybrid, 7B's state (block raised)": {
+        "architectures": ["OlmoHybridForCausalLM"],
+        "model_type": "olmo_hybrid",
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+        "linear_num_key_heads": 30,
+        "linear_num_value_heads": 30,
+        "linear_key_head_dim": 96,
+        "linear_value_head_dim": 192,
+        "linear_conv_kernel_dim": 4,
+    },
     # The real state shapes, so that vLLM must raise the attention block until one page holds one state:
     # Nemotron-3 Nano's Mamba-2 (64 heads x 64, state 128, 8 groups; nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B).
     "nemotron_h, Nano's state (block raised)": {
