@@ -180,18 +180,19 @@ def _group_layout(buckets: dict[GroupKind, int]) -> tuple[int, tuple[GroupKind, 
 
 
 def _unified_blocks(
-    attention: dict[GroupKind, int], state: int, base_block_size: int, mla: bool
+    attention: dict[GroupKind, int], state: int, base_block_size: int, mla: bool, head_bytes: dict[GroupKind, int]
 ) -> tuple[dict[GroupKind, int], int]:
     """Tokens per block of each attention kind and the one page size every layer then has (§2.5, §2.6).
 
     A hybrid raises the block size until the attention page holds the state page (the state page is
-    padded to it); kinds with a smaller page get a block size raised by the ratio when it divides the
+    padded to it), sized from `head_bytes`, the attention bytes per token without an indexer's keys; kinds
+    with a smaller page get a block size raised by the ratio when it divides the
     largest page, else their page is padded.
     """
     block = base_block_size
     if state:
         # The hybrid alignment sizes blocks from the model's main attention shape (ModelConfig's heads).
-        main = attention.get(GroupKind.SLIDING) or attention[GroupKind.FULL]
+        main = head_bytes.get(GroupKind.SLIDING) or head_bytes[GroupKind.FULL]
         alignment = max(MLA_HYBRID_ALIGNMENT if mla else KERNEL_BLOCK_ALIGNMENT, base_block_size)
         block = max(block, alignment * cdiv(state, alignment * main))
     pages = {kind: block * per_token for kind, per_token in attention.items()}
@@ -227,7 +228,11 @@ def geometry(
         for kind, count in layers.items()
         if count
     }
-    block_sizes, page = _unified_blocks(attention, state, base_block_size, profile.mla is not None)
+    # vLLM aligns a hybrid's block on the attention head alone (platforms/interface.py _align_hybrid_block_size): the
+    # indexer's keys are a cache of their own.
+    indexer = profile.indexer_bytes_per_token
+    head_bytes = {kind: per_token - (indexer if kind is GroupKind.FULL else 0) for kind, per_token in attention.items()}
+    block_sizes, page = _unified_blocks(attention, state, base_block_size, profile.mla is not None, head_bytes)
     buckets = {
         **layers,
         GroupKind.STATE: per_stage(profile.state_layers.count if profile.state_layers else 0),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .configdefaults import with_class_defaults
 from .contextlimit import context_limit
 from .errors import PlanError
 from .kvcache import cdiv
@@ -54,8 +55,6 @@ LAYER_PATTERN_FIELDS = (
     "sliding_window_pattern",
     "sliding_window",
 )
-# The default qk_rope_head_dim of MLA families whose config class does not default it to 64.
-MLA_ROPE_DEFAULTS = {"glm5_next": 0, "glm5_next_text": 0}
 # Families whose attention vLLM builds with hidden_size / num_attention_heads per head, whatever head_dim says
 # (models/olmo_hybrid.py OlmoHybridAttention).
 HEAD_SIZE_FROM_HIDDEN = {"olmo_hybrid"}
@@ -202,17 +201,13 @@ def _full_attention_shape(text: dict[str, Any], kv_heads: int, head_dim: int) ->
 
 
 def _mla(text: dict[str, Any]) -> MlaShape | None:
-    """DeepSeek-V2/V3, Kimi-K2, Mistral-Small-4: one latent of kv_lora_rank + qk_rope_head_dim per token.
-
-    A config without qk_rope_head_dim gets its transformers class's default: 64, and 0 for GLM-5-Next's NoPE
-    latent (Glm5NextTextConfig)."""
+    """DeepSeek-V2/V3, Kimi-K2, Mistral-Small-4, GLM-5-Next: one latent of kv_lora_rank + qk_rope_head_dim per token
+    (0 for GLM-5-Next's NoPE latent; 64 where a DeepSeek-style config leaves it out)."""
     rank = text.get("kv_lora_rank")
     if not rank:
         return None
     rope = text.get("qk_rope_head_dim")
-    if rope is None:
-        rope = MLA_ROPE_DEFAULTS.get(str(text.get("model_type")), 64)
-    return MlaShape(kv_lora_rank=int(rank), qk_rope_head_dim=int(rope))
+    return MlaShape(kv_lora_rank=int(rank), qk_rope_head_dim=int(64 if rope is None else rope))
 
 
 def indexer_bytes_per_token(text: dict[str, Any]) -> int:
@@ -226,7 +221,8 @@ def indexer_bytes_per_token(text: dict[str, Any]) -> int:
     The circular buffer of raw keys both keep (one block per request, CircularBufferSpec) is not planned: its
     layouts stay unproved (PROVED_LAYOUTS) and warn.
     """
-    if text.get("index_topk") and text.get("model_type") != "deepseek_v4":
+    # DeepSeek-V4 (and vLLM 0.32's V4.1) keep their indexer in the packed pool (sparkfleet.kvpacked).
+    if text.get("index_topk") and not str(text.get("model_type")).startswith("deepseek_v4"):
         width = int(text.get("index_head_dim") or 128)
         return cdiv(width + width // 128 * 4, int(text.get("index_kpool") or 1))
     if text.get("indexer_n_heads") and text.get("indexer_head_dim"):
@@ -346,7 +342,7 @@ def _layout_note(
 
 
 def profile_from_config(model_id: str, config: dict[str, Any], weights: int, source: str) -> ModelProfile:
-    text = text_config(config)
+    text = with_class_defaults(text_config(config))
     _unread_layout(config, text, source)
     listed = _first(text, "hybrid_override_pattern", "layers_block_type")
     layers = _first(text, "num_hidden_layers", "n_layers", "num_layers") or (len(listed) if listed else None)
@@ -388,6 +384,7 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
     limit = context_limit(text)
     architecture = str((config.get("architectures") or ["unknown"])[0])
     state_layers = state_layers_of(text, state, int(hidden), source)
+    indexer = indexer_bytes_per_token(text) if full else 0
     full_shape = _full_attention_shape(text, int(kv_heads), int(head_dim)) if full else None
     sources = {
         key: cfg
@@ -423,7 +420,7 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         mla=mla,
         compressed_mla=compressed,
         state_layers=state_layers,
-        indexer_bytes_per_token=indexer_bytes_per_token(text) if full else 0,
+        indexer_bytes_per_token=indexer,
         native_max_context=limit.derived,
         config_max_length=limit.allowed if limit.allowed > limit.derived else None,
         checkpoint_format=checkpoint_format(config),
@@ -435,7 +432,8 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         remote_code_files=remote_code_files(config),
         # vLLM picks an attention backend per layer for hybrids, and DeepSeek-V4 its own per cache; forcing one
         # crashes them (seed 002 §7.1.1).
-        force_attention_backend=state_layers is None and compressed is None,
+        # Nor may a sparse (indexed) MLA be given a dense backend: vLLM refuses a backend whose sparsity differs.
+        force_attention_backend=state_layers is None and compressed is None and not indexer,
         speculative=_speculative(text),
         quirks=_layout_note(text, architecture, int(layers), (full, sliding, int(kv_heads), int(head_dim)), state_layers),
         sources=sources | {"weights_gib": f"{source} (safetensors sizes)"},

@@ -40,7 +40,12 @@ SHARED_ATTENTION_HYBRIDS = {"zamba2"}
 # Bailing's linear hybrids: MLA on every layer_group_size-th layer, a linear-attention state between
 # (models/bailing_moe_linear.py is_linear_layer; bailing_moe_v3.py _is_kda_layer, which also makes the layers after the
 # last whole group MLA), and the state kind each keeps.
-BAILING_HYBRIDS = {"BailingMoeV2_5ForCausalLM": "lightning", "BailingMoeV3ForCausalLM": "kda"}
+BAILING_HYBRIDS = {
+    "BailingMoeV2_5ForCausalLM": "lightning",
+    "BailingMoeV3ForCausalLM": "kda",
+    # Its text config is V3's (transformers_utils/configs/bailing_moe_v3_vl.py).
+    "BailingMoeV3VLForConditionalGeneration": "kda",
+}
 # Architectures whose linear_attention layers are KDA over Gated-DeltaNet's flat fields (linear_num_key_heads x
 # linear_key_head_dim, equal to the value heads): vLLM 0.33's alice_ai.py _make_kimi_kda_config.
 FLAT_KDA_ARCHITECTURES = {"AliceAIForCausalLM"}

@@ -271,6 +271,20 @@ def test_olmo_hybrid_heads_are_hidden_size_wide_and_its_layout_proved() -> None:
     assert profile.quirks == ()
 
 
+def test_olmo_hybrid_fields_a_config_leaves_out_are_its_config_class_defaults() -> None:
+    # OlmoHybridConfig: full attention where i % 4 == 3, Gated-DeltaNet of heads x (0.75 hidden / heads) keys and
+    # twice as wide values, and as many KV heads as heads; OLMo-Hybrid-7B's shape.
+    profile = profile_from_config(
+        "org/olmo",
+        {"model_type": "olmo_hybrid", "hidden_size": 3840, "num_hidden_layers": 32, "num_attention_heads": 30},
+        10 * GIB,
+        "olmo",
+    )
+    layers = profile.state_layers
+    assert (profile.full_attention_layers, profile.kv_heads, profile.head_dim) == (8, 30, 128)
+    assert layers is not None and layers.count == 24 and layers.state_shape == (30, 192, 96)
+
+
 # Qwen4-Exp and GLM-5-Next at the shapes third-party transcriptions of their config.json give (no official file was
 # reachable; docs/research): what the planner reads, by vLLM 0.32's formulas. Their circular-buffer caches are not
 # planned, so both keep the unproved-layout warning.
@@ -333,6 +347,26 @@ def test_glm5_next_nope_latent_pooled_indexer_and_kda_state() -> None:
     assert layers.kind is StateLayerKind.KDA and layers.state_shape == (64, 128, 128)
     assert geometry(profile, kv_cache_dtype="auto").state_bytes_per_layer == 3 * 64 * 128 * 3 * 2 + 64 * 128 * 128 * 4
     assert len(profile.quirks) == 1 and "glm5_next" in profile.quirks[0]
+    # vLLM sizes the hybrid block from the latent alone (1,024 B per token in bf16), not with the indexer's keys:
+    # 128-token steps until one page holds the 4,341,760-byte KDA state.
+    assert geometry(profile, kv_cache_dtype="auto").block_size == 4352
+
+
+def test_glm5_next_fields_a_config_leaves_out_are_its_config_class_defaults() -> None:
+    # Glm5NextTextConfig: KDA where i % 4 != 3, a NoPE latent of 512, keys pooled over 16 tokens, KDA 64 x 128 (its
+    # linear_attn_config, here 32 heads, overriding the flat field).
+    profile = hybrid(
+        model_type="glm5_next_text",
+        num_hidden_layers=8,
+        num_attention_heads=64,
+        linear_num_heads=64,
+        linear_attn_config={"num_heads": 32},
+    )
+    mla, layers = profile.mla, profile.state_layers
+    assert mla is not None and (mla.kv_lora_rank, mla.qk_rope_head_dim) == (512, 0)
+    assert profile.full_attention_layers == 2 and layers is not None and layers.count == 6
+    assert profile.indexer_bytes_per_token == 9  # 132 B over 16 tokens, rounded up
+    assert layers.state_shape == (32, 128, 128)
 
 
 def test_deepseek_v3_2_indexer_keys_join_its_latent() -> None:
@@ -347,6 +381,8 @@ def test_deepseek_v3_2_indexer_keys_join_its_latent() -> None:
     # 576 bf16 latent values and the indexer's 132-byte fp8 key per layer and token (DeepseekV32IndexerCache).
     assert profile.indexer_bytes_per_token == 132
     assert bf16_bytes_per_token(profile) == 61 * (576 * 2 + 132)
+    # A sparse MLA is never given a dense attention backend: vLLM refuses one whose sparsity differs.
+    assert not profile.force_attention_backend
 
 
 def test_kimi_linear_kda_layers_from_linear_attn_config_beside_mla() -> None:

@@ -1,0 +1,81 @@
+"""What a transformers config class fills in where config.json leaves a field out, for the families whose defaults
+shape the KV cache.
+
+Pure. vLLM reads the config object, not the file: a field a checkpoint omits is the class's default (or a value the
+class derives), so the planner reads the same. Each entry names the class it follows (transformers 5.19, the one
+vLLM 0.32 pins).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+GLM5_NEXT_TYPES = {"glm5_next", "glm5_next_text"}
+# Glm5NextTextConfig's linear_attn_config keys and the flat fields they set.
+GLM5_NEXT_NESTED = {
+    "num_heads": "linear_num_heads",
+    "head_dim": "linear_head_dim",
+    "short_conv_kernel_size": "linear_conv_kernel_dim",
+}
+
+
+def _olmo_hybrid(text: dict[str, Any]) -> dict[str, Any]:
+    """OlmoHybridConfig.__post_init__: full attention where i % 4 == 3 (the last layer at least), Gated-DeltaNet with
+    as many key and value heads as attention heads, keys 0.75 x hidden / heads wide and values twice that."""
+    layers, heads, hidden = int(text["num_hidden_layers"]), int(text["num_attention_heads"]), int(text["hidden_size"])
+    types = ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(layers)]
+    if "full_attention" not in types:
+        types[-1] = "full_attention"
+    key_heads = int(text.get("linear_num_key_heads") or heads)
+    key_dim = int(text.get("linear_key_head_dim") or int(0.75 * hidden / key_heads))
+    return {
+        "layer_types": types,
+        "linear_num_key_heads": key_heads,
+        "linear_num_value_heads": heads,
+        "linear_key_head_dim": key_dim,
+        "linear_value_head_dim": 2 * key_dim,
+        "linear_conv_kernel_dim": 4,
+        "num_key_value_heads": heads,
+    }
+
+
+def _glm5_next(text: dict[str, Any]) -> dict[str, Any]:
+    """Glm5NextTextConfig: KDA where i % 4 != 3 and indexed MLA elsewhere, a NoPE latent of 512, the indexer's keys
+    pooled over 16 tokens, and KDA of 64 heads x 128; its linear_attn_config dict, when given, overrides the flat
+    linear fields (__post_init__)."""
+    layers = int(text["num_hidden_layers"])
+    return {
+        "layer_types": ["indexed_attention" if i % 4 == 3 else "linear_attention" for i in range(layers)],
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 0,
+        "index_topk": 2048,
+        "index_head_dim": 128,
+        "index_kpool": 16,
+        "linear_num_heads": 64,
+        "linear_head_dim": 128,
+        "linear_conv_kernel_dim": 4,
+    }
+
+
+def _glm5_next_nested(text: dict[str, Any]) -> dict[str, Any]:
+    nested = text.get("linear_attn_config")
+    if not isinstance(nested, dict):
+        return {}
+    return {flat: nested[key] for key, flat in GLM5_NEXT_NESTED.items() if nested.get(key) is not None}
+
+
+def with_class_defaults(text: dict[str, Any]) -> dict[str, Any]:
+    """The text config as its class sees it: the file's fields over the class's defaults (and, for GLM-5-Next, its
+    linear_attn_config over both). Any other family is returned as it is."""
+    model_type = text.get("model_type")
+    if model_type == "olmo_hybrid" and text.get("num_hidden_layers") and text.get("num_attention_heads"):
+        defaults = _olmo_hybrid(text)
+    elif model_type in GLM5_NEXT_TYPES and text.get("num_hidden_layers"):
+        defaults = _glm5_next(text)
+    else:
+        return text
+    given = {key: value for key, value in text.items() if value is not None}
+    merged = {**defaults, **given}
+    if model_type in GLM5_NEXT_TYPES:
+        merged |= _glm5_next_nested(text)
+    return merged
