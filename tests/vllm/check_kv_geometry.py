@@ -73,6 +73,20 @@ QWEN3_NEXT: dict[str, Any] = {
     "shared_expert_intermediate_size": 128,
 }
 
+# OLMo-Hybrid's layout: transformers' default (full attention where i % 4 == 3), and an attention head size vLLM takes
+# from hidden_size / heads (models/olmo_hybrid.py; OlmoHybridConfig has no head_dim). A config that adds one changes
+# only vLLM's hybrid block alignment, which reads it: tried with head_dim 32 beside 64-wide heads, vLLM kept 384-token
+# blocks of 64-wide pages (130,944 tokens in 64 MiB), the planner 256-token ones (131,072 tokens).
+OLMO_HYBRID: dict[str, Any] = {
+    "architectures": ["OlmoHybridForCausalLM"],
+    "model_type": "olmo_hybrid",
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+    "linear_conv_kernel_dim": 4,
+}
+
 QWEN3_5: dict[str, Any] = {
     "num_hidden_layers": 4,
     "num_attention_heads": 8,
@@ -268,38 +282,22 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "linear_key_head_dim": 32,
         "linear_value_head_dim": 32,
     },
-    # OLMo-Hybrid: transformers' default layout (full attention where i % 4 == 3), Gated-DeltaNet value heads twice
-    # as wide as its key heads, and an attention head size vLLM takes from hidden_size / heads (models/olmo_hybrid.py;
-    # OlmoHybridConfig has no head_dim). A config that adds one changes only vLLM's hybrid block alignment, which reads
-    # it: tried with head_dim 32 beside 64-wide heads, vLLM kept 384-token blocks of 64-wide pages (130,944 tokens in
-    # 64 MiB), the planner 256-token ones (131,072 tokens).
+    # OLMo-Hybrid: Gated-DeltaNet value heads twice as wide as its key heads.
     "olmo_hybrid (Gated-DeltaNet hybrid, head size from hidden size)": {
-        "architectures": ["OlmoHybridForCausalLM"],
-        "model_type": "olmo_hybrid",
-        "num_hidden_layers": 4,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+        **OLMO_HYBRID,
         "linear_num_key_heads": 4,
         "linear_num_value_heads": 4,
         "linear_key_head_dim": 48,
         "linear_value_head_dim": 96,
-        "linear_conv_kernel_dim": 4,
     },
     # OLMo-Hybrid-7B's state: 30 Gated-DeltaNet heads of 96 (keys) and 192 (values) (the model card and
     # OlmoHybridConfig's defaults; allenai/Olmo-Hybrid-7B, vLLM's example checkpoint), so the block must rise.
     "olmo_hybrid, 7B's state (block raised)": {
-        "architectures": ["OlmoHybridForCausalLM"],
-        "model_type": "olmo_hybrid",
-        "num_hidden_layers": 4,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+        **OLMO_HYBRID,
         "linear_num_key_heads": 30,
         "linear_num_value_heads": 30,
         "linear_key_head_dim": 96,
         "linear_value_head_dim": 192,
-        "linear_conv_kernel_dim": 4,
     },
     # The real state shapes, so that vLLM must raise the attention block until one page holds one state:
     # Nemotron-3 Nano's Mamba-2 (64 heads x 64, state 128, 8 groups; nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B).
