@@ -80,6 +80,8 @@ class KvGeometry:
     groups: tuple[GroupKind, ...]
     sliding_window: int | None
     state_blocks_per_request: int
+    # The raw-key rings' group: one block per request for the request's life (CircularBufferManager).
+    ring_blocks_per_request: int = 0
 
     @property
     def block_size(self) -> int:
@@ -101,7 +103,7 @@ class KvGeometry:
         return self.group_size * self.page_bytes
 
     def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
-        total = 0
+        total = self.ring_blocks_per_request
         for kind in self.groups:
             if kind is GroupKind.FULL:
                 total += cdiv(max_model_len, self.block_size_by_kind[kind])
@@ -251,4 +253,5 @@ def geometry(
         groups=groups,
         sliding_window=profile.sliding_window,
         state_blocks_per_request=state_blocks,
+        ring_blocks_per_request=1 if profile.ring_layers else 0,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .configdefaults import with_class_defaults
+from .configdefaults import GLM5_NEXT_TYPES, with_class_defaults
 from .contextlimit import context_limit
 from .errors import PlanError
 from .kvcache import cdiv
@@ -218,8 +218,7 @@ def indexer_bytes_per_token(text: dict[str, Any]) -> int:
       Glm5NextIndexerCache over deepseek_v2.py DeepseekV32IndexerCache).
     - Qwen4-Exp (indexer_n_heads): one bfloat16 key of indexer_head_dim per indexer_compress_ratio tokens
       (models/qwen4_exp/common/qsa_cache.py QSACompressedKeyCache).
-    The circular buffer of raw keys both keep (one block per request, CircularBufferSpec) is not planned: its
-    layouts stay unproved (PROVED_LAYOUTS) and warn.
+    The raw keys GLM-5-Next and Qwen4-Exp keep beside them are a ring (ring_layers).
     """
     # DeepSeek-V4 (and vLLM 0.32's V4.1) keep their indexer in the packed pool (sparkfleet.kvpacked).
     if text.get("index_topk") and not str(text.get("model_type")).startswith("deepseek_v4"):
@@ -228,6 +227,15 @@ def indexer_bytes_per_token(text: dict[str, Any]) -> int:
     if text.get("indexer_n_heads") and text.get("indexer_head_dim"):
         return cdiv(int(text["indexer_head_dim"]) * 2, int(text.get("indexer_compress_ratio") or 1))
     return 0
+
+
+def ring_layers(text: dict[str, Any], full: int) -> int:
+    """The indexed layers that keep a ring of the raw keys still to be pooled or compressed: GLM-5-Next's with an
+    indexer (models/glm5next/common/attention.py Glm5NextTailCache) and Qwen4-Exp's QSA layers (qsa_cache.py
+    QSAKeyStateCache). DeepSeek-V3.2's indexer keeps none."""
+    glm = text.get("model_type") in GLM5_NEXT_TYPES and text.get("index_topk")
+    qsa = text.get("indexer_n_heads") and text.get("indexer_head_dim")
+    return full if glm or qsa else 0
 
 
 # vLLM 0.33 (transformers' DeepseekV4Config) names each layer and maps the name through compress_rates; 0.32
@@ -421,6 +429,7 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         compressed_mla=compressed,
         state_layers=state_layers,
         indexer_bytes_per_token=indexer,
+        ring_layers=ring_layers(text, full),
         native_max_context=limit.derived,
         config_max_length=limit.allowed if limit.allowed > limit.derived else None,
         checkpoint_format=checkpoint_format(config),

@@ -316,6 +316,15 @@ def test_qwen4_exp_indexed_layers_hold_their_kv_and_compressed_keys_beside_gated
     assert profile.indexer_bytes_per_token == 64
     assert bf16_bytes_per_token(profile) == 12 * (2 * 2 * 256 * 2 + 64) == 25_344
     assert len(profile.quirks) == 1 and "qwen4_exp_text" in profile.quirks[0] and "not proved" in profile.quirks[0]
+    assert_one_ring_block_per_request(profile, 12)
+
+
+def assert_one_ring_block_per_request(profile: ModelProfile, ring_layers: int) -> None:
+    # Every indexed layer keeps a ring of raw keys; vLLM packs the rings into one group, one block per request.
+    assert profile.ring_layers == ring_layers
+    with_ring = geometry(profile, kv_cache_dtype="auto").blocks_per_request(32768, 8192)
+    without = geometry(profile.model_copy(update={"ring_layers": 0}), kv_cache_dtype="auto").blocks_per_request(32768, 8192)
+    assert with_ring == without + 1
 
 
 def test_glm5_next_nope_latent_pooled_indexer_and_kda_state() -> None:
@@ -350,6 +359,7 @@ def test_glm5_next_nope_latent_pooled_indexer_and_kda_state() -> None:
     # vLLM sizes the hybrid block from the latent alone (1,024 B per token in bf16), not with the indexer's keys:
     # 128-token steps until one page holds the 4,341,760-byte KDA state.
     assert geometry(profile, kv_cache_dtype="auto").block_size == 4352
+    assert_one_ring_block_per_request(profile, 11)
 
 
 def test_glm5_next_fields_a_config_leaves_out_are_its_config_class_defaults() -> None:
@@ -383,6 +393,7 @@ def test_deepseek_v3_2_indexer_keys_join_its_latent() -> None:
     assert bf16_bytes_per_token(profile) == 61 * (576 * 2 + 132)
     # A sparse MLA is never given a dense attention backend: vLLM refuses one whose sparsity differs.
     assert not profile.force_attention_backend
+    assert profile.ring_layers == 0
 
 
 def test_kimi_linear_kda_layers_from_linear_attn_config_beside_mla() -> None:

@@ -464,7 +464,7 @@ UNPROVED_HYBRIDS = {
     "for KimiLinear",
     "BailingMoeV3ForCausalLM": "planned as read (MLA every layer_group_size-th layer and past the last whole group, KDA "
     "state between); MLA beside a state, as KimiLinear",
-    "Glm5NextForCausalLM": "planned as read (NoPE MLA with its pooled indexer keys, KDA state; not its raw-key ring); "
+    "Glm5NextForCausalLM": "planned as read (NoPE MLA with its pooled indexer keys and raw-key ring, KDA state); "
     "vLLM's CPU build cannot build its sparse MLA ('Sparse Attention is not supported on CPU')",
     "KimiLinearForCausalLM": "planned as read (MLA, KDA state from linear_attn_config); vLLM's CPU build turns prefix "
     "caching off for MLA and then refuses the hybrid's mamba block size (--mamba-block-size can only be set with "
@@ -473,8 +473,8 @@ UNPROVED_HYBRIDS = {
     "NemotronHPuzzleForCausalLM": "Nemotron-H's class with per-layer Puzzle blocks, whose shapes the repository's own "
     "config code gives (get_nemotron_h_config_for_layer): the planner refuses its block_configs as an unsupported "
     "layout rather than plan past them",
-    "Qwen4ExpForCausalLM": "planned as read (QSA layers' KV and compressed keys, Gated-DeltaNet state; not its raw-key "
-    "ring or n-gram convolution state); vLLM's CPU build cannot build it (QSA requires FlashAttention, its n-gram "
+    "Qwen4ExpForCausalLM": "planned as read (QSA layers' KV, compressed keys and raw-key ring, Gated-DeltaNet state; "
+    "not its n-gram convolution state); vLLM's CPU build cannot build it (QSA requires FlashAttention, its n-gram "
     "embedding pinned memory)",
 }
 # KV cache spec kinds in vLLM's kv_cache_interface.py the planner does not plan (KIND_OF_SPEC holds those it does),
@@ -483,7 +483,8 @@ UNPLANNED_SPECS = {
     "AttentionSpec": "the base of the attention kinds",
     "UniformTypeKVCacheSpecs": "a wrapper vLLM builds over layers of one kind",
     "ChunkedLocalAttentionSpec": "Llama-4's chunked local attention (planned as full attention: an upper bound)",
-    "CircularBufferSpec": "GLM-5-Next's and Qwen4-Exp's raw-key rings: one block per request, not planned",
+    "CircularBufferSpec": "GLM-5-Next's and Qwen4-Exp's raw-key rings: planned as one block per request "
+    "(ModelProfile.ring_layers), not compared (vLLM's CPU build cannot build either model)",
     "CrossAttentionSpec": "encoder-decoder cross attention (no chat model on a Spark)",
     "EncoderOnlyAttentionSpec": "encoder-only models (embeddings), not served by sparkfleet",
     "HiSparseHotSpec": "hierarchical sparse MLA (v1/hisparse), hot tier; vLLM refuses it for DeepSeek-V4",

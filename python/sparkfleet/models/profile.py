@@ -187,6 +187,9 @@ class ModelProfile(Strict):
     # A sparse-attention indexer's own key cache, per full-attention layer and token (GLM-5-Next's and
     # DeepSeek-V3.2's, Qwen4-Exp's compressed keys): replicated across tensor-parallel ranks.
     indexer_bytes_per_token: Annotated[int, Field(ge=0)] = 0
+    # Layers that keep a ring of raw keys (CircularBufferSpec: GLM-5-Next's and Qwen4-Exp's indexed layers). vLLM packs
+    # their tiny pages into one group, and each request holds one whole block of the pool in it.
+    ring_layers: Annotated[int, Field(ge=0)] = 0
     # What vLLM serves by default (sparkfleet.contextlimit: its own derivation from config.json).
     native_max_context: Annotated[int, Field(gt=0)]
     # A longer max_model_len vLLM accepts with no env (the config's own model_max_length), when there is one.
