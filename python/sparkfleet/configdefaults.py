@@ -22,7 +22,7 @@ GLM5_NEXT_NESTED = {
 def _olmo_hybrid(text: dict[str, Any]) -> dict[str, Any]:
     """OlmoHybridConfig.__post_init__: full attention where i % 4 == 3 (the last layer at least), Gated-DeltaNet with
     as many key and value heads as attention heads, keys 0.75 x hidden / heads wide and values twice that."""
-    layers, heads, hidden = int(text["num_hidden_layers"]), int(text["num_attention_heads"]), int(text["hidden_size"])
+    layers, heads, hidden = text["num_hidden_layers"], text["num_attention_heads"], text["hidden_size"]
     types = ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(layers)]
     if "full_attention" not in types:
         types[-1] = "full_attention"
@@ -43,7 +43,7 @@ def _glm5_next(text: dict[str, Any]) -> dict[str, Any]:
     """Glm5NextTextConfig: KDA where i % 4 != 3 and indexed MLA elsewhere, a NoPE latent of 512, the indexer's keys
     pooled over 16 tokens, and KDA of 64 heads x 128; its linear_attn_config dict, when given, overrides the flat
     linear fields (__post_init__)."""
-    layers = int(text["num_hidden_layers"])
+    layers = text["num_hidden_layers"]
     return {
         "layer_types": ["indexed_attention" if i % 4 == 3 else "linear_attention" for i in range(layers)],
         "kv_lora_rank": 512,
@@ -64,13 +64,19 @@ def _glm5_next_nested(text: dict[str, Any]) -> dict[str, Any]:
     return {flat: nested[key] for key, flat in GLM5_NEXT_NESTED.items() if nested.get(key) is not None}
 
 
+def _positive(text: dict[str, Any], *keys: str) -> bool:
+    return all(isinstance(text.get(key), int) and not isinstance(text.get(key), bool) and text[key] > 0 for key in keys)
+
+
 def with_class_defaults(text: dict[str, Any]) -> dict[str, Any]:
     """The text config as its class sees it: the file's fields over the class's defaults (and, for GLM-5-Next, its
     linear_attn_config over both). Any other family is returned as it is."""
     model_type = text.get("model_type")
-    if model_type == "olmo_hybrid" and text.get("num_hidden_layers") and text.get("num_attention_heads"):
+    # Only where the fields the defaults derive from are positive integers: profile_from_config refuses anything
+    # else, naming the field.
+    if model_type == "olmo_hybrid" and _positive(text, "num_hidden_layers", "num_attention_heads", "hidden_size"):
         defaults = _olmo_hybrid(text)
-    elif model_type in GLM5_NEXT_TYPES and text.get("num_hidden_layers"):
+    elif model_type in GLM5_NEXT_TYPES and _positive(text, "num_hidden_layers"):
         defaults = _glm5_next(text)
     else:
         return text

@@ -41,10 +41,10 @@ SHARED_ATTENTION_HYBRIDS = {"zamba2"}
 # (models/bailing_moe_linear.py is_linear_layer; bailing_moe_v3.py _is_kda_layer, which also makes the layers after the
 # last whole group MLA), and the state kind each keeps.
 BAILING_HYBRIDS = {
-    "BailingMoeV2_5ForCausalLM": "lightning",
-    "BailingMoeV3ForCausalLM": "kda",
+    "BailingMoeV2_5ForCausalLM": StateLayerKind.LINEAR,
+    "BailingMoeV3ForCausalLM": StateLayerKind.KDA,
     # Its text config is V3's (transformers_utils/configs/bailing_moe_v3_vl.py).
-    "BailingMoeV3VLForConditionalGeneration": "kda",
+    "BailingMoeV3VLForConditionalGeneration": StateLayerKind.KDA,
 }
 # Architectures whose linear_attention layers are KDA over Gated-DeltaNet's flat fields (linear_num_key_heads x
 # linear_key_head_dim, equal to the value heads): vLLM 0.33's alice_ai.py _make_kimi_kda_config.
@@ -62,7 +62,7 @@ def _architecture(text: dict[str, Any]) -> str | None:
     return str(architectures[0]) if isinstance(architectures, list) and architectures else None
 
 
-def _bailing(text: dict[str, Any]) -> str | None:
+def _bailing(text: dict[str, Any]) -> StateLayerKind | None:
     """The state kind of a Bailing linear hybrid, by its architecture; None for any other model."""
     return BAILING_HYBRIDS.get(str(_architecture(text)))
 
@@ -107,14 +107,20 @@ def layer_kinds(text: dict[str, Any], layers: int, source: str) -> list[str]:
     attention_at = text.get("full_attn_idxs")
     if isinstance(attention_at, list) and attention_at:
         return ["full" if i in attention_at else "state" for i in range(layers)]
-    group = text.get("layer_group_size")
-    if _bailing(text) and isinstance(group, int) and group > 0:
-        whole = layers // group * group if _bailing(text) == "kda" else layers
+    group, bailing = text.get("layer_group_size"), _bailing(text)
+    if bailing and isinstance(group, int) and group > 0:
+        whole = layers // group * group if bailing is StateLayerKind.KDA else layers
         return ["full" if (i + 1) % group == 0 or i >= whole else "state" for i in range(layers)]
     linear = text.get("linear_attn_config")
     if isinstance(linear, dict) and isinstance(linear.get("kda_layers"), list):
         # Kimi-Linear: KDA where the 1-based layer number is in kda_layers, MLA elsewhere (KimiLinearConfig.is_kda_layer).
-        kda = {int(n) for n in linear["kda_layers"]}
+        kda = set(linear["kda_layers"])
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in kda):
+            raise PlanError(
+                "model",
+                f"{source}: linear_attn_config.kda_layers must list layer numbers (1-based integers), "
+                f"not {sorted(map(repr, kda))}",
+            )
         return ["state" if i + 1 in kda else "full" for i in range(layers)]
     if text.get("model_type") in PERIODIC_HYBRIDS:
         period, offset = int(text.get("attn_layer_period") or 0), int(text.get("attn_layer_offset") or 0)
@@ -210,15 +216,8 @@ def _bailing_state(text: dict[str, Any], count: int, hidden: int) -> StateLayers
         return None
     heads = int(text["num_attention_heads"])
     width = int(text.get("head_dim") or hidden // heads)
-    if kind == "kda":
-        return StateLayers(
-            kind=StateLayerKind.KDA,
-            count=count,
-            conv_dim=3 * heads * width,
-            conv_kernel=int(text["short_conv_kernel_size"]),
-            state_shape=(heads, width, width),
-            state_dtype_bytes=4,
-        )
+    if kind is StateLayerKind.KDA:
+        return _kda_state(count, heads, width, int(text["short_conv_kernel_size"]))
     return StateLayers(
         kind=StateLayerKind.LINEAR,
         count=count,
@@ -231,10 +230,9 @@ def _bailing_state(text: dict[str, Any], count: int, hidden: int) -> StateLayers
 
 def _kda(text: dict[str, Any], count: int, hidden: int) -> StateLayers | None:
     """Kimi Delta Attention: GLM-5-Next's (models/glm5next/common/model.py) and Kimi-Linear's
-    (models/kimi_k3/amd/linear.py) get_mamba_state_shape_from_config, mamba_utils.kda_state_shape: a convolution
-    over q, k and v, and a float32 recurrent state unless mamba_ssm_cache_dtype says otherwise (kda_state_dtype).
-    Kimi-Linear's config keeps the fields in its linear_attn_config dict; transformers' Glm5NextTextConfig reads that
-    dict into the flat fields vLLM reads; AliceAI (vLLM 0.33) names them as Gated-DeltaNet does."""
+    (models/kimi_k3/amd/linear.py) get_mamba_state_shape_from_config, as _kda_state lays it out. Kimi-Linear's
+    config keeps the fields in its linear_attn_config dict; transformers' Glm5NextTextConfig reads that dict into the
+    flat fields vLLM reads; AliceAI (vLLM 0.33) names them as Gated-DeltaNet does."""
     given = text.get("linear_attn_config")
     nested: dict[str, Any] = given if isinstance(given, dict) else {}
     flat = _architecture(text) in FLAT_KDA_ARCHITECTURES
@@ -242,13 +240,20 @@ def _kda(text: dict[str, Any], count: int, hidden: int) -> StateLayers | None:
     width = text.get("linear_key_head_dim" if flat else "linear_head_dim") or nested.get("head_dim")
     if not (heads and width):
         return None
-    heads, width = int(heads), int(width)
-    kernel = text.get("linear_conv_kernel_dim") or nested.get("short_conv_kernel_size") or 4
+    # vLLM reads the kernel with no default (Kimi-Linear's linear_attn_config["short_conv_kernel_size"]): a config
+    # without one is refused, naming it.
+    kernel = text.get("linear_conv_kernel_dim") or nested["short_conv_kernel_size"]
+    return _kda_state(count, int(heads), int(width), int(kernel))
+
+
+def _kda_state(count: int, heads: int, width: int, kernel: int) -> StateLayers:
+    """mamba_utils.kda_state_shape with as many key heads as heads: a convolution over q, k and v, and a
+    heads x width x width recurrent state in float32 (kda_state_dtype with vLLM's default SSM cache dtype)."""
     return StateLayers(
         kind=StateLayerKind.KDA,
         count=count,
         conv_dim=3 * heads * width,
-        conv_kernel=int(kernel),
+        conv_kernel=kernel,
         state_shape=(heads, width, width),
         state_dtype_bytes=4,
     )

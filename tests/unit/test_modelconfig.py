@@ -477,3 +477,25 @@ def test_alice_ai_linear_layers_are_kda_with_a_float32_state_not_gated_deltanet(
     assert profile.full_attention_layers == 1 and layers is not None and layers.count == 3
     assert layers.kind is StateLayerKind.KDA and layers.state_dtype_bytes == 4
     assert (layers.conv_dim, layers.state_shape) == (3 * 16 * 128, (16, 128, 128))
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        # Kimi-Linear: layer numbers that are not integers, and a KDA without its convolution kernel.
+        (
+            {"model_type": "kimi_linear", "linear_attn_config": {"kda_layers": ["1"], "num_heads": 8, "head_dim": 64}},
+            "kda_layers must list layer numbers",
+        ),
+        (
+            {"model_type": "kimi_linear", "linear_attn_config": {"kda_layers": [1], "num_heads": 8, "head_dim": 64}},
+            "lacks short_conv_kernel_size",
+        ),
+        # OLMo-Hybrid's defaults derive from hidden_size: without it the config is refused as any other would be.
+        ({"model_type": "olmo_hybrid", "hidden_size": None}, "lacks num_hidden_layers / num_attention_heads / hidden_size"),
+    ],
+)
+def test_a_new_hybrid_config_that_cannot_be_read_is_refused_naming_the_field(fields: dict[str, object], says: str) -> None:
+    config = {"hidden_size": 1024, "num_attention_heads": 8, "num_hidden_layers": 2, "kv_lora_rank": 128, **fields}
+    with pytest.raises(PlanError, match=says):
+        profile_from_config("org/hybrid", config, 10 * GIB, "hybrid")
