@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from .errors import PlanError
 from .kvcache import GroupKind, KvPool, attention_bytes_per_token, base_block_size, geometry
+from .kvindexed import indexed_geometry
 from .kvpacked import packed_geometry
 from .models import (
     ClusterBackend,
@@ -323,21 +324,22 @@ def concurrent_batches(platform: Platform, version: VllmVersion, intent: Intent)
     return pipeline + 1 if pipeline > 1 else 2
 
 
-def _check_packed_intent(intent: Intent) -> None:
-    """What the packed DeepSeek-V4 pool is not proved for, refused rather than planned on a guess."""
+def _check_packed_intent(intent: Intent, model: str) -> None:
+    """What a packed pool (DeepSeek-V4's, GLM-5-Next's, Qwen4-Exp's) is not proved for, refused rather than planned on
+    a guess."""
     if intent.pipeline_parallel_size > 1:
         raise PlanError(
             "intent.pipeline_parallel_size",
-            "DeepSeek-V4's packed KV pool across pipeline stages is not proved against vLLM's: it groups the whole "
+            f"{model}'s packed KV pool across pipeline stages is not proved against vLLM's: it groups the whole "
             "model's caches, splits the layers unevenly (the MTP layer on the last stage) and cuts every rank to the "
             "smallest pool",
-            ("tensor_parallel_size equal to the nodes (vLLM replicates every DeepSeek-V4 cache across TP)",),
+            ("tensor_parallel_size equal to the nodes",),
         )
     if intent.speculative in {SpeculativeMethod.EAGLE3, SpeculativeMethod.DRAFT_MODEL, SpeculativeMethod.DFLASH}:
         raise PlanError(
             "intent.speculative",
-            f"{intent.speculative.value}: a drafter's own KV cache beside DeepSeek-V4's packed pool is not planned",
-            ("speculative mtp (its MTP layer keeps a window cache only)", "speculative ngram or suffix"),
+            f"{intent.speculative.value}: a drafter's own KV cache beside {model}'s packed pool is not planned",
+            ("speculative mtp", "speculative ngram"),
         )
 
 
@@ -375,8 +377,18 @@ def _past_native(profile: ModelProfile, intent: Intent, context: int) -> tuple[b
 
 
 def kv_geometry(profile: ModelProfile, intent: Intent, r: Resolved, platform: Platform) -> KvPool:
+    if profile.ring is not None:
+        _check_packed_intent(intent, profile.id)
+        return indexed_geometry(
+            profile,
+            kv_cache_dtype=r.kv_cache_dtype,
+            tensor_parallel=intent.tensor_parallel_size,
+            speculative_tokens=r.speculative_tokens,
+            draft_layers=r.draft_layers,
+            prefix_caching=r.prefix_caching,
+        )
     if profile.compressed_mla is not None:
-        _check_packed_intent(intent)
+        _check_packed_intent(intent, "DeepSeek-V4")
         # bf16 resolves to "auto" for other models (the model dtype); DeepSeek-V4 would keep fp8_ds_mla instead.
         asked = "bfloat16" if intent.kv_cache_dtype is KvDtype.BF16 else r.kv_cache_dtype
         return packed_geometry(profile.compressed_mla, kv_cache_dtype=asked, draft_layers=r.draft_layers)

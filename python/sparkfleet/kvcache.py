@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from .models import ModelProfile, Platform
+from .models import ModelProfile, Platform, StateLayers
 from .versions import VllmVersion, kv_tokens_from_concurrency
 
 DEFAULT_BLOCK_SIZE = 16
@@ -42,6 +42,8 @@ class GroupKind(str, Enum):
     FULL = "full"
     SLIDING = "sliding"
     STATE = "state"
+    # A raw-key ring (CircularBufferSpec): one block per request for the request's life.
+    RING = "ring"
 
 
 class KvPool(Protocol):
@@ -80,8 +82,6 @@ class KvGeometry:
     groups: tuple[GroupKind, ...]
     sliding_window: int | None
     state_blocks_per_request: int
-    # The raw-key rings' group: one block per request for the request's life (CircularBufferManager).
-    ring_blocks_per_request: int = 0
 
     @property
     def block_size(self) -> int:
@@ -103,7 +103,7 @@ class KvGeometry:
         return self.group_size * self.page_bytes
 
     def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
-        total = self.ring_blocks_per_request
+        total = 0
         for kind in self.groups:
             if kind is GroupKind.FULL:
                 total += cdiv(max_model_len, self.block_size_by_kind[kind])
@@ -157,7 +157,11 @@ def attention_bytes_per_token(profile: ModelProfile, dtype_bytes: int, tensor_pa
 
 def state_bytes(profile: ModelProfile, tensor_parallel: int, speculative_tokens: int) -> int:
     """Per state layer per sequence on one rank (§2.5): conv state + recurrent state."""
-    layers = profile.state_layers
+    return layer_state_bytes(profile.state_layers, tensor_parallel, speculative_tokens)
+
+
+def layer_state_bytes(layers: StateLayers | None, tensor_parallel: int, speculative_tokens: int) -> int:
+    """One state layer's conv state + recurrent state per sequence, on one of `tensor_parallel` ranks."""
     if layers is None:
         return 0
     window = layers.conv_kernel - 1 + (speculative_tokens if layers.conv_holds_speculative_tokens else 0)
@@ -253,5 +257,4 @@ def geometry(
         groups=groups,
         sliding_window=profile.sliding_window,
         state_blocks_per_request=state_blocks,
-        ring_blocks_per_request=1 if profile.ring_layers else 0,
     )

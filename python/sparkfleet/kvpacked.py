@@ -1,4 +1,4 @@
-"""DeepSeek-V4's KV pool the way vLLM 0.32 / 0.33 packs it (docs/research/deepseek-v4-kv-layout.md).
+"""Pools vLLM 0.32 / 0.33 packs from pages of several sizes, and DeepSeek-V4's (docs/research/deepseek-v4-kv-layout.md).
 
 Every layer keeps a 64-token-block sliding-window cache; a layer with compress ratio 4 or 128 also keeps a
 compressed MLA cache (one 584-byte slot per `ratio` tokens, in 256-token blocks) and an fp32 compressor
@@ -6,7 +6,8 @@ state, and a ratio-4 layer an FP8 indexer key cache and its compressor state. Pa
 does not unify them: it buckets layers of one kind, block size and window, splits the balanced buckets into
 groups of equal repeats (kv_cache_utils._get_packed_kv_cache_groups), and strides every block of the one pool
 by the widest group. tests/vllm/check_kv_geometry.py builds vLLM's own model and KV cache config for a
-downscaled real config and compares them with this.
+downscaled real config and compares them with this. sparkfleet.kvindexed lays out GLM-5-Next's and Qwen4-Exp's caches
+for the same packing.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class CacheLayer:
     block_size: int
     window: int | None
     page_bytes: int
+    # A state every tensor-parallel rank holds whole (MambaSpec.tp_replicated): vLLM never groups it with sharded ones.
+    replicated: bool = False
 
 
 @dataclass(frozen=True)
@@ -97,28 +100,56 @@ def approximate_gcd(values: list[int], lower_bound: int) -> int:
     return best
 
 
+BucketKey = tuple[GroupKind, int, int | None, bool, int | None]
+
+
+def _bucket_key(layer: CacheLayer) -> BucketKey:
+    """UniformTypeKVCacheSpecs.is_uniform_type: one block size and spec family; a state bucket also one page size."""
+    page = layer.page_bytes if layer.kind is GroupKind.STATE else None
+    return layer.kind, layer.block_size, layer.window, layer.replicated, page
+
+
 def packed_groups(layers: list[CacheLayer]) -> tuple[PackedGroup, ...]:
-    """kv_cache_utils._get_packed_kv_cache_groups, where a balanced bucket of two page sizes exists (DeepSeek-V4's
-    ratio-4 compressor and indexer states always make one; without them vLLM does not pack, see packed_geometry)."""
-    buckets: dict[tuple[GroupKind, int, int | None], Counter[int]] = {}
+    """kv_cache_utils._get_packed_kv_cache_groups (0.32; kv_cache_planning.py in 0.33).
+
+    Layers of one kind, block size and window form a bucket. A bucket with as many layers of each page size is a
+    repeating pattern; balanced buckets split into groups of the same number of repeats (the approximate gcd, at
+    least the largest mixed-page bucket's). State and ring buckets (and windows, where nothing repeats) then split
+    further, so that no group of them is wider than the widest group the others need.
+    """
+    buckets: dict[BucketKey, Counter[int]] = {}
     for layer in layers:
-        buckets.setdefault((layer.kind, layer.block_size, layer.window), Counter())[layer.page_bytes] += 1
+        buckets.setdefault(_bucket_key(layer), Counter())[layer.page_bytes] += 1
     balanced = {key: len(set(pages.values())) == 1 for key, pages in buckets.items()}
     repeats_of = {key: max(pages.values()) for key, pages in buckets.items()}
-    floor = max(repeats_of[k] for k, pages in buckets.items() if balanced[k] and len(pages) > 1)
-    repeats = approximate_gcd([repeats_of[k] for k in buckets if balanced[k]], floor)
+    floor = max((repeats_of[k] for k, pages in buckets.items() if balanced[k] and len(pages) > 1), default=0)
+    repeats = approximate_gcd([repeats_of[k] for k in buckets if balanced[k]], floor) if floor else None
+
+    def split(key: BucketKey) -> int:
+        return cdiv(repeats_of[key], repeats) if balanced[key] and repeats else 1
+
+    def is_state(key: BucketKey) -> bool:
+        return key[0] in {GroupKind.STATE, GroupKind.RING} or (repeats is None and key[0] is GroupKind.SLIDING)
+
+    def widest(pages: Counter[int], n: int) -> int:
+        return sum(cdiv(count, n) * page for page, count in pages.items())
+
+    anchor = max(widest(pages, pages.total() if is_state(key) else split(key)) for key, pages in buckets.items())
     groups: list[PackedGroup] = []
     for key, pages in buckets.items():
-        kind, block, window = key
-        # An unbalanced bucket stays whole; a balanced one splits into groups of `repeats` pattern repeats, group
-        # i taking every n-th repeat (one cache of each page size per repeat).
-        n = cdiv(repeats_of[key], repeats) if balanced[key] else 1
+        kind, block, window = key[:3]
+        n = split(key)
+        if is_state(key):
+            per_block = max(anchor // next(iter(pages)), 1)
+            n = max(n, cdiv(pages.total(), per_block))
+        if n == 1:
+            groups.append(PackedGroup(kind, block, window, pages.total(), sum(p * c for p, c in pages.items())))
+            continue
+        # Group i takes every n-th repeat of the pattern (one cache of each page size per repeat).
+        pattern = min(pages.values())
         for i in range(n):
-            count = len(range(i, repeats_of[key], n))
-            if n == 1:
-                groups.append(PackedGroup(kind, block, window, sum(pages.values()), sum(p * c for p, c in pages.items())))
-            else:
-                groups.append(PackedGroup(kind, block, window, count * len(pages), count * sum(pages)))
+            count = len(range(i, pattern, n))
+            groups.append(PackedGroup(kind, block, window, count * len(pages), count * sum(pages)))
     return tuple(groups)
 
 
@@ -127,25 +158,31 @@ class PackedKvGeometry:
     """One rank's pool: every block id of every group costs the widest group's bytes."""
 
     groups: tuple[PackedGroup, ...]
+    # The attention layers' tokens per block, the block size vLLM logs.
+    block_size: int = BLOCK_SIZE
+    # Blocks a state group holds per request: two live states in align mode (prefix caching), one otherwise, and
+    # one per speculative token.
+    state_blocks_per_request: int = 0
 
     @property
     def bytes_per_block(self) -> int:
         return max(group.bytes_per_block for group in self.groups)
 
     @property
-    def block_size(self) -> int:
-        return BLOCK_SIZE
-
-    @property
     def bytes_per_token(self) -> float:
-        """What one more token of context costs beyond the windows."""
-        return self.bytes_per_block / BLOCK_SIZE
+        """What one more token of context costs beyond the windows and states."""
+        return self.bytes_per_block / self.block_size
 
     def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
-        """Per group: the whole context in 256-token blocks, or the window and the tokens in flight (+1)."""
+        """Per group: the whole context in blocks, the window and the tokens in flight (+1), the states, or the
+        ring's one block (CircularBufferSpec.max_memory_usage_bytes)."""
         total = 0
         for group in self.groups:
-            if group.window is None:
+            if group.kind is GroupKind.STATE:
+                total += self.state_blocks_per_request
+            elif group.kind is GroupKind.RING:
+                total += 1
+            elif group.window is None:
                 total += cdiv(max_model_len, group.block_size)
             else:
                 span = min(group.window - 1 + max_num_batched_tokens, max_model_len)
@@ -164,7 +201,7 @@ class PackedKvGeometry:
     def reported_tokens(self, kv_bytes: int, max_model_len: int, max_num_batched_tokens: int, version: VllmVersion) -> int:
         if kv_tokens_from_concurrency(version):
             return int(self.max_concurrency(kv_bytes, max_model_len, max_num_batched_tokens) * max_model_len)
-        return self.num_blocks(kv_bytes) // len(self.groups) * BLOCK_SIZE
+        return self.num_blocks(kv_bytes) // len(self.groups) * self.block_size
 
 
 def packed_geometry(shape: CompressedMlaShape, *, kv_cache_dtype: str, draft_layers: int = 0) -> PackedKvGeometry:

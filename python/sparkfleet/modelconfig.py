@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .configdefaults import GLM5_NEXT_TYPES, with_class_defaults
+from .configdefaults import with_class_defaults
 from .contextlimit import context_limit
 from .errors import PlanError
-from .kvcache import cdiv
+from .indexedlayers import indexer_bytes_per_token, ring_cache
 from .models import (
     COMPRESS_RATIOS,
     GIB,
@@ -32,6 +32,7 @@ from .statelayers import (
     layer_kinds,
     model_dtype,
     parallel_state_layers,
+    replicated_state_layers,
     shared_attention_shape,
 )
 from .statelayers import state_layers as state_layers_of
@@ -81,6 +82,13 @@ PROVED_LAYOUTS = {
     "lfm2_moe": "lfm2_moe (short-convolution hybrid, MoE)",
     "zamba2": "zamba2 (Mamba-2 with shared attention blocks)",
     NAS_MODEL_TYPE: "nemotron_nas (per-layer blocks, no-op attention)",
+}
+# Text model types whose KV pool (block size, pages, groups, concurrency) tests/vllm/kv_indexed.py checks against vLLM's own
+# alignment, cache classes and packing, where vLLM's CPU build cannot build the layers themselves: the family that checks
+# each (the check asserts the two lists agree).
+POOL_CHECKED_LAYOUTS = {
+    "glm5_next_text": "glm5_next (sparse NoPE MLA, pooled indexer, tail ring, KDA)",
+    "qwen4_exp_text": "qwen4_exp (QSA, compressed keys, raw-key ring, Gated-DeltaNet, n-gram state)",
 }
 # Fields that shape layers and that the planner does not read: planning past them would use defaults
 # the config contradicts (Nemotron-NAS has no num_key_value_heads and was planned 13x too large).
@@ -210,34 +218,6 @@ def _mla(text: dict[str, Any]) -> MlaShape | None:
     return MlaShape(kv_lora_rank=int(rank), qk_rope_head_dim=int(64 if rope is None else rope))
 
 
-def indexer_bytes_per_token(text: dict[str, Any]) -> int:
-    """The key cache a sparse-attention indexer keeps beside each full-attention layer, per token (rounded up).
-
-    - GLM-5-Next and DeepSeek-V3.2 (index_topk): index_head_dim fp8 values and one float32 scale per 128 of them,
-      one entry per index_kpool tokens (GLM-5-Next pools them; models/glm5next/common/attention.py
-      Glm5NextIndexerCache over deepseek_v2.py DeepseekV32IndexerCache).
-    - Qwen4-Exp (indexer_n_heads): one bfloat16 key of indexer_head_dim per indexer_compress_ratio tokens
-      (models/qwen4_exp/common/qsa_cache.py QSACompressedKeyCache).
-    The raw keys GLM-5-Next and Qwen4-Exp keep beside them are a ring (ring_layers).
-    """
-    # DeepSeek-V4 (and vLLM 0.32's V4.1) keep their indexer in the packed pool (sparkfleet.kvpacked).
-    if text.get("index_topk") and not str(text.get("model_type")).startswith("deepseek_v4"):
-        width = int(text.get("index_head_dim") or 128)
-        return cdiv(width + width // 128 * 4, int(text.get("index_kpool") or 1))
-    if text.get("indexer_n_heads") and text.get("indexer_head_dim"):
-        return cdiv(int(text["indexer_head_dim"]) * 2, int(text.get("indexer_compress_ratio") or 1))
-    return 0
-
-
-def ring_layers(text: dict[str, Any], full: int) -> int:
-    """The indexed layers that keep a ring of the raw keys still to be pooled or compressed: GLM-5-Next's with an
-    indexer (models/glm5next/common/attention.py Glm5NextTailCache) and Qwen4-Exp's QSA layers (qsa_cache.py
-    QSAKeyStateCache). DeepSeek-V3.2's indexer keeps none."""
-    glm = text.get("model_type") in GLM5_NEXT_TYPES and text.get("index_topk")
-    qsa = text.get("indexer_n_heads") and text.get("indexer_head_dim")
-    return full if glm or qsa else 0
-
-
 # vLLM 0.33 (transformers' DeepseekV4Config) names each layer and maps the name through compress_rates; 0.32
 # reads the legacy compress_ratios list. Both read 0 (or 1) as the window cache only.
 DSV4_COMPRESS_RATES = {"sliding_attention": 0, "compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
@@ -336,6 +316,12 @@ def _layout_note(
         f"the layout of {model_type} ({architecture}) is not proved against vLLM's own KV cache computation "
         "(tests/vllm/check_kv_geometry.py): "
     )
+    if POOL_CHECKED_LAYOUTS.get(model_type) or POOL_CHECKED_LAYOUTS.get(f"{model_type}_text"):
+        unproved = (
+            f"the layers of {model_type} ({architecture}) are not proved: vLLM's CPU build cannot build them, so "
+            "their caches are read from vLLM's source, and only their KV pool's block size, pages and packing are "
+            "checked against vLLM's own (tests/vllm/kv_indexed.py); "
+        )
     if full == layers and state is None:
         return (
             unproved + f"planned as attention on all {layers} layers with {kv_heads} KV heads of {head_dim}, an "
@@ -429,7 +415,8 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         compressed_mla=compressed,
         state_layers=state_layers,
         indexer_bytes_per_token=indexer,
-        ring_layers=ring_layers(text, full),
+        replicated_state_layers=replicated_state_layers(text, int(hidden)),
+        ring=ring_cache(text, full, isinstance(config.get("vision_config"), dict)),
         native_max_context=limit.derived,
         config_max_length=limit.allowed if limit.allowed > limit.derived else None,
         checkpoint_format=checkpoint_format(config),

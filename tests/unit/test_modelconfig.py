@@ -11,7 +11,7 @@ from sparkfleet.catalog import get_profile
 from sparkfleet.errors import PlanError
 from sparkfleet.kvcache import GroupKind, geometry
 from sparkfleet.modelconfig import profile_from_config
-from sparkfleet.models import ModelProfile, StateLayerKind
+from sparkfleet.models import ModelProfile, RingCache, RingKind, StateLayerKind
 
 CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
 GIB = 1024**3
@@ -286,8 +286,8 @@ def test_olmo_hybrid_fields_a_config_leaves_out_are_its_config_class_defaults() 
 
 
 # Qwen4-Exp and GLM-5-Next at the shapes third-party transcriptions of their config.json give (no official file was
-# reachable; docs/research): what the planner reads, by vLLM 0.32's formulas. Their circular-buffer caches are not
-# planned, so both keep the unproved-layout warning.
+# reachable; docs/research): what the planner reads, by vLLM 0.32's formulas. vLLM's CPU build cannot build their layers,
+# so both keep a warning; their pool is checked by tests/vllm/kv_indexed.py (and tests/unit/test_kvindexed.py).
 def test_qwen4_exp_indexed_layers_hold_their_kv_and_compressed_keys_beside_gated_deltanet() -> None:
     profile = hybrid(
         model_type="qwen4_exp_text",
@@ -308,6 +308,10 @@ def test_qwen4_exp_indexed_layers_hold_their_kv_and_compressed_keys_beside_gated
         indexer_kv_heads=1,
         indexer_head_dim=128,
         indexer_compress_ratio=4,
+        hc_count=4,
+        ple_layer_ids=[2],
+        ple_conv_kernel_size=4,
+        ngram_size=3,
     )
     layers = profile.state_layers
     assert profile.full_attention_layers == 12 and layers is not None and layers.count == 36
@@ -315,16 +319,46 @@ def test_qwen4_exp_indexed_layers_hold_their_kv_and_compressed_keys_beside_gated
     # Per indexed layer: K and V of 2 heads x 256 in bf16 (2,048 B), and a 128-wide bf16 key every 4 tokens (64 B).
     assert profile.indexer_bytes_per_token == 64
     assert bf16_bytes_per_token(profile) == 12 * (2 * 2 * 256 * 2 + 64) == 25_344
-    assert len(profile.quirks) == 1 and "qwen4_exp_text" in profile.quirks[0] and "not proved" in profile.quirks[0]
-    assert_one_ring_block_per_request(profile, 12)
+    assert len(profile.quirks) == 1 and "qwen4_exp_text" in profile.quirks[0] and "kv_indexed.py" in profile.quirks[0]
+    # Each QSA layer keeps its raw 128-wide key until a group of 4 is compressed.
+    assert profile.ring == RingCache(kind=RingKind.QSA, layers=12, head_size=128, group_tokens=4, indexer_entry_bytes=256)
+    # The n-gram layer: a convolution over 4 copies of the hidden state, kernel 4 dilated by the n-gram size 3, so a
+    # window of 9 past positions (10 taps), whole on every rank.
+    ple = profile.replicated_state_layers
+    assert ple is not None and (ple.kind, ple.count, ple.conv_dim, ple.conv_kernel) == (
+        StateLayerKind.SHORT_CONV,
+        1,
+        4 * 2560,
+        10,
+    )
 
 
-def assert_one_ring_block_per_request(profile: ModelProfile, ring_layers: int) -> None:
-    # Every indexed layer keeps a ring of raw keys; vLLM packs the rings into one group, one block per request.
-    assert profile.ring_layers == ring_layers
-    with_ring = geometry(profile, kv_cache_dtype="auto").blocks_per_request(32768, 8192)
-    without = geometry(profile.model_copy(update={"ring_layers": 0}), kv_cache_dtype="auto").blocks_per_request(32768, 8192)
-    assert with_ring == without + 1
+def test_qwen4_exp_multimodal_ring_keeps_the_m_rope_positions_after_the_key() -> None:
+    config = {
+        "model_type": "qwen4_exp",
+        "architectures": ["Qwen4ExpForConditionalGeneration"],
+        "vision_config": {"depth": 2},
+        "text_config": {
+            "model_type": "qwen4_exp_text",
+            "hidden_size": 256,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 2,
+            "head_dim": 128,
+            "layer_types": ["linear_attention"] * 3 + ["indexed_attention"],
+            "linear_num_key_heads": 2,
+            "linear_num_value_heads": 4,
+            "linear_key_head_dim": 64,
+            "linear_value_head_dim": 64,
+            "indexer_n_heads": 4,
+            "indexer_head_dim": 126,
+            "indexer_compress_ratio": 4,
+            "rope_parameters": {"mrope_section": [11, 11, 10], "rope_theta": 1e7},
+        },
+    }
+    ring = profile_from_config("org/vl", config, GIB, "vl").ring
+    # QSAKeyStateCache with cache_rope_positions: the key rounded up to 4 bf16, then 3 int64 positions (4 bf16 each).
+    assert ring is not None and ring.head_size == 128 + 12 and ring.indexer_entry_bytes == 126 * 2
 
 
 def test_glm5_next_nope_latent_pooled_indexer_and_kda_state() -> None:
@@ -356,10 +390,8 @@ def test_glm5_next_nope_latent_pooled_indexer_and_kda_state() -> None:
     assert layers.kind is StateLayerKind.KDA and layers.state_shape == (64, 128, 128)
     assert geometry(profile, kv_cache_dtype="auto").state_bytes_per_layer == 3 * 64 * 128 * 3 * 2 + 64 * 128 * 128 * 4
     assert len(profile.quirks) == 1 and "glm5_next" in profile.quirks[0]
-    # vLLM sizes the hybrid block from the latent alone (1,024 B per token in bf16), not with the indexer's keys:
-    # 128-token steps until one page holds the 4,341,760-byte KDA state.
-    assert geometry(profile, kv_cache_dtype="auto").block_size == 4352
-    assert_one_ring_block_per_request(profile, 11)
+    # The tail ring: a raw 128-wide key and its gate score for the open pool of 4 tokens.
+    assert profile.ring == RingCache(kind=RingKind.KPOOL, layers=11, head_size=128, group_tokens=4, indexer_entry_bytes=132)
 
 
 def test_glm5_next_fields_a_config_leaves_out_are_its_config_class_defaults() -> None:
@@ -393,7 +425,7 @@ def test_deepseek_v3_2_indexer_keys_join_its_latent() -> None:
     assert bf16_bytes_per_token(profile) == 61 * (576 * 2 + 132)
     # A sparse MLA is never given a dense attention backend: vLLM refuses one whose sparsity differs.
     assert not profile.force_attention_backend
-    assert profile.ring_layers == 0
+    assert profile.ring is None
 
 
 def test_kimi_linear_kda_layers_from_linear_attn_config_beside_mla() -> None:

@@ -35,12 +35,13 @@ from typing import Any
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
+from kv_indexed import INDEXED_FAMILIES, check_indexed
 from kv_packed import PACKED_FAMILIES, check_packed
 from vllm.triton_utils import HAS_TRITON, triton
 
 from sparkfleet.kvcache import GroupKind, base_block_size, geometry
 from sparkfleet.localmodel import profile_from_dir
-from sparkfleet.modelconfig import PROVED_LAYOUTS, text_config
+from sparkfleet.modelconfig import POOL_CHECKED_LAYOUTS, PROVED_LAYOUTS, text_config
 from sparkfleet.models import ModelProfile, Platform
 from vllm import LLM
 
@@ -464,8 +465,8 @@ UNPROVED_HYBRIDS = {
     "for KimiLinear",
     "BailingMoeV3ForCausalLM": "planned as read (MLA every layer_group_size-th layer and past the last whole group, KDA "
     "state between); MLA beside a state, as KimiLinear",
-    "Glm5NextForCausalLM": "planned as read (NoPE MLA with its pooled indexer keys and raw-key ring, KDA state); "
-    "vLLM's CPU build cannot build its sparse MLA ('Sparse Attention is not supported on CPU')",
+    "Glm5NextForCausalLM": "vLLM's CPU build cannot build its sparse MLA ('Sparse Attention is not supported on CPU'); "
+    "its pool (NoPE MLA, pooled indexer keys, raw-key ring, KDA state) is checked by kv_indexed.py",
     "KimiLinearForCausalLM": "planned as read (MLA, KDA state from linear_attn_config); vLLM's CPU build turns prefix "
     "caching off for MLA and then refuses the hybrid's mamba block size (--mamba-block-size can only be set with "
     "--enable-prefix-caching), and with prefix caching off it builds the model from models/kimi_k3/nvidia, which "
@@ -473,9 +474,9 @@ UNPROVED_HYBRIDS = {
     "NemotronHPuzzleForCausalLM": "Nemotron-H's class with per-layer Puzzle blocks, whose shapes the repository's own "
     "config code gives (get_nemotron_h_config_for_layer): the planner refuses its block_configs as an unsupported "
     "layout rather than plan past them",
-    "Qwen4ExpForCausalLM": "planned as read (QSA layers' KV, compressed keys and raw-key ring, Gated-DeltaNet state; "
-    "not its n-gram convolution state); vLLM's CPU build cannot build it (QSA requires FlashAttention, its n-gram "
-    "embedding pinned memory)",
+    "Qwen4ExpForCausalLM": "vLLM's CPU build cannot build it (QSA requires FlashAttention, its n-gram embedding pinned "
+    "memory); its pool (QSA KV, compressed keys, raw-key ring, Gated-DeltaNet and n-gram states) is checked by "
+    "kv_indexed.py",
 }
 # KV cache spec kinds in vLLM's kv_cache_interface.py the planner does not plan (KIND_OF_SPEC holds those it does),
 # and why. A config that would need one is not in PROVED_LAYOUTS, so its plan carries the unproved-layout warning.
@@ -483,8 +484,6 @@ UNPLANNED_SPECS = {
     "AttentionSpec": "the base of the attention kinds",
     "UniformTypeKVCacheSpecs": "a wrapper vLLM builds over layers of one kind",
     "ChunkedLocalAttentionSpec": "Llama-4's chunked local attention (planned as full attention: an upper bound)",
-    "CircularBufferSpec": "GLM-5-Next's and Qwen4-Exp's raw-key rings: planned as one block per request "
-    "(ModelProfile.ring_layers), not compared (vLLM's CPU build cannot build either model)",
     "CrossAttentionSpec": "encoder-decoder cross attention (no chat model on a Spark)",
     "EncoderOnlyAttentionSpec": "encoder-only models (embeddings), not served by sparkfleet",
     "HiSparseHotSpec": "hierarchical sparse MLA (v1/hisparse), hot tier; vLLM refuses it for DeepSeek-V4",
@@ -521,6 +520,8 @@ KIND_OF_SPEC = {
     # DeepSeek-V4's window and compressor-state caches (sparkfleet.kvpacked), proved by the packed family.
     "SlidingWindowMLASpec": GroupKind.SLIDING,
     "MambaSpec": GroupKind.STATE,
+    # GLM-5-Next's and Qwen4-Exp's raw-key rings (sparkfleet.kvindexed), checked by kv_indexed.py.
+    "CircularBufferSpec": GroupKind.RING,
 }
 
 
@@ -716,10 +717,20 @@ def proved_layouts_agree() -> bool:
     return False
 
 
+def pool_checked_layouts_agree() -> bool:
+    """The planner's list of pool-checked layouts is exactly the families kv_indexed.py checks."""
+    named = {text_config(fields)["model_type"]: family for family, (fields, _) in INDEXED_FAMILIES.items()}
+    if POOL_CHECKED_LAYOUTS.keys() == named.keys() and set(POOL_CHECKED_LAYOUTS.values()) <= set(INDEXED_FAMILIES):
+        return True
+    print(f"FAIL      POOL_CHECKED_LAYOUTS {sorted(POOL_CHECKED_LAYOUTS.items())} disagrees with {sorted(named)}")
+    return False
+
+
 def main() -> int:
     passed = failed = 0
-    if not proved_layouts_agree():
-        failed += 1
+    for agree in (proved_layouts_agree, pool_checked_layouts_agree):
+        if not agree():
+            failed += 1
     import vllm
 
     trees = [Path(vllm.__file__).parent, *(Path(p) for p in os.environ.get("KV_LAYOUT_TREES", "").split(os.pathsep) if p)]
@@ -754,9 +765,10 @@ def main() -> int:
             else:
                 failed += 1
                 print(f"FAIL      {family}:\n  vLLM    {describe(actual)}\n  planner {describe(expected)}")
-        packed_passed, packed_failed = check_packed(Path(tmp), MAX_MODEL_LEN, only)
-        passed += packed_passed
-        failed += packed_failed
+        for check in (check_packed, check_indexed):
+            checked_passed, checked_failed = check(Path(tmp), MAX_MODEL_LEN, only)
+            passed += checked_passed
+            failed += checked_failed
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

@@ -85,13 +85,39 @@ def cuda_events_on_cpu() -> Iterator[None]:
         torch.cuda.Event = event  # type: ignore[misc]
 
 
+def engine_config(model_dir: Path, max_model_len: int, **overrides: Any) -> Any:
+    """vLLM's config for the model with dummy weights, as its engine core builds it."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    args = EngineArgs(
+        model=str(model_dir),
+        skip_tokenizer_init=True,
+        load_format="dummy",
+        dtype="bfloat16",
+        max_model_len=max_model_len,
+        max_num_seqs=4,
+        enforce_eager=True,
+        **overrides,
+    )
+    return args.create_engine_config()
+
+
+def one_rank() -> None:
+    """One tensor- and pipeline-parallel rank, as a single-GPU worker sets up (under the current vLLM config)."""
+    from vllm.distributed import ensure_model_parallel_initialized, init_distributed_environment, parallel_state
+
+    if not parallel_state.model_parallel_is_initialized():
+        init_distributed_environment(
+            world_size=1, rank=0, local_rank=0, distributed_init_method="tcp://127.0.0.1:29517", backend="gloo"
+        )
+        ensure_model_parallel_initialized(1, 1)
+
+
 def vllm_packed_layout(model_dir: Path, max_model_len: int) -> tuple[tuple[Any, ...], int]:
     """vLLM's groups, bytes per block, blocks and concurrency for the model, and the tokens in flight it assumed."""
     import torch
     from vllm.config import get_layers_from_vllm_config, set_current_vllm_config
-    from vllm.distributed import ensure_model_parallel_initialized, init_distributed_environment, parallel_state
     from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
-    from vllm.engine.arg_utils import EngineArgs
     from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
     from vllm.model_executor.model_loader.utils import initialize_model
     from vllm.v1.attention.backends.utils import (
@@ -105,22 +131,9 @@ def vllm_packed_layout(model_dir: Path, max_model_len: int) -> tuple[tuple[Any, 
         get_max_concurrency_for_kv_cache_config,
     )
 
-    args = EngineArgs(
-        model=str(model_dir),
-        skip_tokenizer_init=True,
-        load_format="dummy",
-        dtype="bfloat16",
-        max_model_len=max_model_len,
-        max_num_seqs=4,
-        enforce_eager=True,
-    )
-    config = args.create_engine_config()
+    config = engine_config(model_dir, max_model_len)
     with set_current_vllm_config(config), cuda_events_on_cpu():
-        if not parallel_state.model_parallel_is_initialized():
-            init_distributed_environment(
-                world_size=1, rank=0, local_rank=0, distributed_init_method="tcp://127.0.0.1:29517", backend="gloo"
-            )
-            ensure_model_parallel_initialized(1, 1)
+        one_rank()
         with torch.device("meta"):
             initialize_model(vllm_config=config)
         layers = get_layers_from_vllm_config(config, AttentionLayerBase)  # type: ignore[type-abstract]

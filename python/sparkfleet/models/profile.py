@@ -102,6 +102,27 @@ class StateLayers(Strict):
         return self.kind is not StateLayerKind.MAMBA1
 
 
+class RingKind(str, Enum):
+    # GLM-5-Next's pooled indexer (models/glm5next/common/attention.py Glm5NextTailCache): raw key and gate score, the
+    # ring rounded up to a power of two pools, and the indexer's DeepGEMM pages of 64 pools on GB10.
+    KPOOL = "kpool"
+    # Qwen4-Exp's QSA (models/qwen4_exp/common/qsa_cache.py QSAKeyStateCache): the raw key, whole groups.
+    QSA = "qsa"
+
+
+class RingCache(Strict):
+    """The raw keys each indexed layer keeps until its group of tokens is pooled or compressed (CircularBufferSpec):
+    one bfloat16 page per request, held for the request's life."""
+
+    kind: RingKind
+    layers: Annotated[int, Field(gt=0)]
+    head_size: Annotated[int, Field(gt=0)]
+    # Tokens pooled into one indexer entry (index_kpool) or compressed into one key (indexer_compress_ratio).
+    group_tokens: Annotated[int, Field(gt=1)]
+    # One entry of the indexer's own key cache: GLM-5-Next's fp8 key and its scales, Qwen4-Exp's bfloat16 key.
+    indexer_entry_bytes: Annotated[int, Field(gt=0)]
+
+
 class SpeculativeSupport(Strict):
     mtp: bool = False
     mtp_layers: int = 0
@@ -187,9 +208,12 @@ class ModelProfile(Strict):
     # A sparse-attention indexer's own key cache, per full-attention layer and token (GLM-5-Next's and
     # DeepSeek-V3.2's, Qwen4-Exp's compressed keys): replicated across tensor-parallel ranks.
     indexer_bytes_per_token: Annotated[int, Field(ge=0)] = 0
-    # Layers that keep a ring of raw keys (CircularBufferSpec: GLM-5-Next's and Qwen4-Exp's indexed layers). vLLM packs
-    # their tiny pages into one group, and each request holds one whole block of the pool in it.
-    ring_layers: Annotated[int, Field(ge=0)] = 0
+    # State layers every tensor-parallel rank holds whole, beside state_layers (Qwen4-Exp's n-gram short convolution,
+    # tp_replicated); vLLM pads their page to the attention page as it does state_layers'.
+    replicated_state_layers: StateLayers | None = None
+    # The raw-key rings of GLM-5-Next's and Qwen4-Exp's indexed layers. Their backends lay the pool out block-outermost,
+    # so vLLM packs pages of several sizes into one pool (sparkfleet.kvindexed).
+    ring: RingCache | None = None
     # What vLLM serves by default (sparkfleet.contextlimit: its own derivation from config.json).
     native_max_context: Annotated[int, Field(gt=0)]
     # A longer max_model_len vLLM accepts with no env (the config's own model_max_length), when there is one.
