@@ -7,7 +7,14 @@ import math
 from dataclasses import dataclass
 
 from .errors import PlanError
-from .kvcache import GroupKind, KvPool, attention_bytes_per_token, base_block_size, geometry
+from .kvcache import (
+    GroupKind,
+    KvPool,
+    attention_bytes_per_token,
+    base_block_size,
+    gdn_prefill_checkpoints,
+    geometry,
+)
 from .kvindexed import indexed_geometry
 from .kvpacked import packed_geometry
 from .models import (
@@ -17,6 +24,7 @@ from .models import (
     KvDtype,
     ModelProfile,
     Platform,
+    RingKind,
     ServeProfile,
     SpeculativeMethod,
 )
@@ -379,6 +387,13 @@ def _past_native(profile: ModelProfile, intent: Intent, context: int) -> tuple[b
 def kv_geometry(profile: ModelProfile, intent: Intent, r: Resolved, platform: Platform) -> KvPool:
     if profile.ring is not None:
         _check_packed_intent(intent, profile.id)
+        if profile.ring.kind is RingKind.QSA and intent.speculative is SpeculativeMethod.SUFFIX:
+            raise PlanError(
+                "intent.speculative",
+                f"suffix: vLLM runs {profile.id} (Qwen4-Exp) only with its own MTP layer or n-gram drafts and refuses "
+                "any other method (models/config.py Qwen4ExpForConditionalGenerationConfig)",
+                ("speculative mtp", "speculative ngram"),
+            )
         return indexed_geometry(
             profile,
             kv_cache_dtype=r.kv_cache_dtype,
@@ -401,4 +416,5 @@ def kv_geometry(profile: ModelProfile, intent: Intent, r: Resolved, platform: Pl
         draft_layers=r.draft_layers,
         prefix_caching=r.prefix_caching,
         base_block_size=base_block_size(platform, profile.mla is not None),
+        gdn_checkpoints=gdn_prefill_checkpoints(profile, platform, r.version),
     )

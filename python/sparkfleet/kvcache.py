@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from .models import ModelProfile, Platform, StateLayers
+from .models import ModelProfile, Platform, StateLayerKind, StateLayers
 from .versions import VllmVersion, kv_tokens_from_concurrency
 
 DEFAULT_BLOCK_SIZE = 16
@@ -185,8 +185,35 @@ def _group_layout(buckets: dict[GroupKind, int]) -> tuple[int, tuple[GroupKind, 
     return group_size, tuple(groups)
 
 
+# FlashInfer's Gated-DeltaNet prefill emits states every 64 tokens (vLLM 0.33 v1/attention/backends/gdn_attn.py).
+FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64
+
+
+def gdn_prefill_checkpoints(profile: ModelProfile, platform: Platform, version: VllmVersion) -> bool:
+    """vLLM 0.33 on GB10 (CUDA 13, SM 12.x) runs a Gated-DeltaNet prefill with 128-wide key heads on FlashInfer, which
+    exports prefill checkpoints in align mode: a block of their own per state group, on a 64-token grid the hybrid block
+    then keeps (layers/mamba/gdn/qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend, get_kv_cache_spec;
+    platforms/interface.py _align_hybrid_block_size). Only where every state layer exports them (abstract.py
+    get_mamba_prefill_checkpoint_alignment): Qwen4-Exp's n-gram convolution does not."""
+    state = profile.state_layers
+    return (
+        platform is Platform.GB10
+        and version.at_least("0.33.0")
+        and state is not None
+        and state.kind is StateLayerKind.GATED_DELTANET
+        and state.state_shape[2:] == (128,)
+        and profile.replicated_state_layers is None
+    )
+
+
 def _unified_blocks(
-    attention: dict[GroupKind, int], state: int, base_block_size: int, mla: bool, head_bytes: dict[GroupKind, int]
+    attention: dict[GroupKind, int],
+    state: int,
+    base_block_size: int,
+    mla: bool,
+    head_bytes: dict[GroupKind, int],
+    *,
+    checkpoint_alignment: int = 1,
 ) -> tuple[dict[GroupKind, int], int]:
     """Tokens per block of each attention kind and the one page size every layer then has (§2.5, §2.6).
 
@@ -199,7 +226,9 @@ def _unified_blocks(
     if state:
         # The hybrid alignment sizes blocks from the model's main attention shape (ModelConfig's heads).
         main = head_bytes.get(GroupKind.SLIDING) or head_bytes[GroupKind.FULL]
-        alignment = max(MLA_HYBRID_ALIGNMENT if mla else KERNEL_BLOCK_ALIGNMENT, base_block_size)
+        alignment = math.lcm(
+            max(MLA_HYBRID_ALIGNMENT if mla else KERNEL_BLOCK_ALIGNMENT, base_block_size), checkpoint_alignment
+        )
         block = max(block, alignment * cdiv(state, alignment * main))
     pages = {kind: block * per_token for kind, per_token in attention.items()}
     page = max([*pages.values(), state])
@@ -218,7 +247,10 @@ def geometry(
     prefix_caching: bool = True,
     state_align_mode: bool = True,
     base_block_size: int = DEFAULT_BLOCK_SIZE,
+    gdn_checkpoints: bool = False,
 ) -> KvGeometry:
+    """One rank's pool. `gdn_checkpoints`: the Gated-DeltaNet layers export prefill checkpoints
+    (gdn_prefill_checkpoints)."""
     dtype_bytes = kv_dtype_bytes(kv_cache_dtype)
     state = state_bytes(profile, tensor_parallel, speculative_tokens)
 
@@ -238,15 +270,26 @@ def geometry(
     # indexer's keys are a cache of their own.
     indexer = profile.indexer_bytes_per_token
     head_bytes = {kind: per_token - (indexer if kind is GroupKind.FULL else 0) for kind, per_token in attention.items()}
-    block_sizes, page = _unified_blocks(attention, state, base_block_size, profile.mla is not None, head_bytes)
+    # With prefix caching on, hybrid state uses "align" mode: two live states, a prefill checkpoint where the layer
+    # exports one, plus speculative ones.
+    align = prefix_caching and state_align_mode
+    exports = gdn_checkpoints and align
+    block_sizes, page = _unified_blocks(
+        attention,
+        state,
+        base_block_size,
+        profile.mla is not None,
+        head_bytes,
+        checkpoint_alignment=FLASHINFER_GDN_CHECKPOINT_ALIGNMENT if exports else 1,
+    )
     buckets = {
         **layers,
         GroupKind.STATE: per_stage(profile.state_layers.count if profile.state_layers else 0),
     }
     group_size, groups = _group_layout(buckets)
-    # With prefix caching on, hybrid state uses "align" mode: two live states plus speculative ones.
-    align = prefix_caching and state_align_mode
-    state_blocks = (2 if align else 1) + speculative_tokens
+    checkpoint = profile.state_layers.prefill_checkpoint_blocks if profile.state_layers else 0
+    checkpoint = max(checkpoint, int(exports))
+    state_blocks = (2 + checkpoint if align else 1) + speculative_tokens
     return KvGeometry(
         bytes_per_token_by_kind=attention,
         layers_by_kind={kind: count for kind, count in layers.items() if count},

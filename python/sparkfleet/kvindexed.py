@@ -18,9 +18,9 @@ import math
 from .errors import PlanError
 from .kvcache import MLA_HYBRID_ALIGNMENT, GroupKind, attention_bytes_per_token, cdiv, kv_dtype_bytes, layer_state_bytes
 from .kvpacked import CacheLayer, PackedKvGeometry, packed_groups
-from .models import ModelProfile, RingCache, RingKind
+from .models import ModelProfile, RingCache, RingKind, StateLayerKind
 
-# The CUDA platform's default cache block (config/cache.py), before the hybrid alignment raises it.
+# The default cache block (config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE), kept where every backend takes it.
 DEFAULT_CACHE_BLOCK = 16
 # Smallest kernel block of the attention backend GB10 (SM 12.x) runs each family on: FlashInfer's sparse MLA for SM120
 # (flashinfer_mla_sparse.py FlashInferMLASparseSM120Backend, multiples of 64), and Qwen4-Exp's QSA, which reads the
@@ -48,11 +48,14 @@ def ring_page_bytes(ring: RingCache, speculative_tokens: int) -> int:
 
 
 def hybrid_block_size(profile: ModelProfile, ring: RingCache, attention_per_token: int, state_page: int) -> int:
-    """_align_hybrid_block_size: the smallest multiple of the first backend's kernel block (128 at least for MLA) whose
-    attention page holds the state page, rounded up to a block every backend takes."""
+    """platforms/interface.py update_block_size_for_backend: first a block every backend takes (the default 16 where
+    all take it, else the least common one), then _align_hybrid_block_size: the smallest multiple of the larger of
+    that and the first backend's kernel block (and of 128 for MLA) whose attention page holds the state page, rounded
+    up to a multiple of every backend's kernel block."""
     kernel = ATTENTION_KERNEL_BLOCK[ring.kind]
-    step = max(kernel, DEFAULT_CACHE_BLOCK, MLA_HYBRID_ALIGNMENT if profile.mla is not None else 0)
     every_backend = math.lcm(kernel, PAGED_MQA_ENTRIES_GB10 * ring.group_tokens if ring.kind is RingKind.KPOOL else 1)
+    first = max(DEFAULT_CACHE_BLOCK, every_backend)
+    step = max(kernel, first, MLA_HYBRID_ALIGNMENT if profile.mla is not None else 0)
     block = step * max(1, cdiv(state_page, step * attention_per_token))
     return every_backend * cdiv(block, every_backend)
 
@@ -77,8 +80,14 @@ def indexed_geometry(
     replicated = layer_state_bytes(profile.replicated_state_layers, 1, speculative_tokens)
     block = hybrid_block_size(profile, ring, head, max(state, replicated))
     tokens = ring_tokens(ring, speculative_tokens)
-    if block % tokens or block % ring.group_tokens:
-        # vLLM asserts both when it builds the caches.
+    # vLLM asserts both when it builds the caches (qsa_cache.py _QSAStateCache, Glm5NextTailCache / QSAKeyStateCache).
+    if block % ring.group_tokens:
+        raise PlanError(
+            "model",
+            f"{profile.id}: its indexer groups {ring.group_tokens} tokens, which does not divide the {block}-token block "
+            "vLLM picks for it: vLLM refuses to start",
+        )
+    if block % tokens:
         raise PlanError(
             "intent.num_speculative_tokens",
             f"{speculative_tokens} speculative tokens: {profile.id}'s raw-key ring of {tokens} tokens (groups of "
@@ -87,19 +96,25 @@ def indexed_geometry(
         )
     attention_page = block * head
     indexer_page = block // ring.group_tokens * ring.indexer_entry_bytes
-    layers: list[CacheLayer] = []
-    for _ in range(profile.full_attention_layers + draft_layers):
-        layers += [
-            CacheLayer(GroupKind.FULL, block, None, attention_page),
-            CacheLayer(GroupKind.FULL, block, None, indexer_page),
-            CacheLayer(GroupKind.RING, tokens, None, ring_page_bytes(ring, speculative_tokens)),
-        ]
+    indexed_layer = [
+        CacheLayer(GroupKind.FULL, block, None, attention_page),
+        CacheLayer(GroupKind.FULL, block, None, indexer_page),
+        CacheLayer(GroupKind.RING, tokens, None, ring_page_bytes(ring, speculative_tokens)),
+    ]
+    layers = indexed_layer * (profile.full_attention_layers + draft_layers)
     # Every state page is padded to the attention page (mamba_page_size_padded).
     for states, whole in ((profile.state_layers, False), (profile.replicated_state_layers, True)):
         if states is not None:
             layers += [CacheLayer(GroupKind.STATE, block, None, attention_page, replicated=whole)] * states.count
-    return PackedKvGeometry(
-        packed_groups(layers),
-        block_size=block,
-        state_blocks_per_request=(2 if prefix_caching else 1) + speculative_tokens,
-    )
+    live = 2 + flash_kda_checkpoints(profile) if prefix_caching else 1
+    return PackedKvGeometry(packed_groups(layers), block_size=block, state_blocks_per_request=live + speculative_tokens)
+
+
+def flash_kda_checkpoints(profile: ModelProfile) -> int:
+    """GLM-5-Next's KDA prefill runs FlashKDA on GB10 (SM 12.x) for a bfloat16 model with 128-wide heads (its gate
+    lower bound is always set: Glm5NextTextConfig gives -5.0), and FlashKDA exports a prefill checkpoint into a block
+    of its own in align mode (models/glm5next/common/kda.py _resolve_kda_prefill_backend, get_kv_cache_spec)."""
+    state = profile.state_layers
+    kpool = profile.ring is not None and profile.ring.kind is RingKind.KPOOL
+    flash = state is not None and state.kind is StateLayerKind.KDA and state.state_shape[1:2] == (128,)
+    return int(kpool and flash and profile.dtype == "bfloat16")

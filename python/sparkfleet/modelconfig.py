@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .blocklayouts import NAS_MODEL_TYPE, PUZZLE_MODEL_TYPE, nas_attention, puzzle_layout
 from .configdefaults import with_class_defaults
 from .contextlimit import context_limit
 from .errors import PlanError
@@ -39,23 +40,6 @@ from .statelayers import state_layers as state_layers_of
 
 # Sub-configs that hold the language model of a multimodal or wrapped checkpoint.
 TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config")
-# DeciLM / Nemotron-NAS: each layer in block_configs (models/nemotron_nas.py).
-NAS_MODEL_TYPE = "nemotron-nas"
-# Per-block fields vLLM 0.32 reads (nemotron_nas.py); any other set to something (a window, sink tokens,
-# sparsity, an FFN replaced by a linear layer) would be built as a plain layer: the checkpoint would not match.
-NAS_READ_FIELDS = {
-    "attention": {"no_op", "n_heads_in_group", "replace_with_linear"},
-    "ffn": {"no_op", "ffn_mult", "intermediate_size", "hidden_act"},
-}
-# Fields that lay out layers in other families; beside block_configs they contradict it.
-LAYER_PATTERN_FIELDS = (
-    "layer_types",
-    "layers_block_type",
-    "hybrid_override_pattern",
-    "full_attention_interval",
-    "sliding_window_pattern",
-    "sliding_window",
-)
 # Families whose attention vLLM builds with hidden_size / num_attention_heads per head, whatever head_dim says
 # (models/olmo_hybrid.py OlmoHybridAttention).
 HEAD_SIZE_FROM_HIDDEN = {"olmo_hybrid"}
@@ -82,6 +66,7 @@ PROVED_LAYOUTS = {
     "lfm2_moe": "lfm2_moe (short-convolution hybrid, MoE)",
     "zamba2": "zamba2 (Mamba-2 with shared attention blocks)",
     NAS_MODEL_TYPE: "nemotron_nas (per-layer blocks, no-op attention)",
+    PUZZLE_MODEL_TYPE: "nemotron_h_puzzle (per-layer blocks, sliding attention)",
 }
 # Text model types whose KV pool (block size, pages, groups, concurrency) tests/vllm/kv_indexed.py checks against vLLM's own
 # alignment, cache classes and packing, where vLLM's CPU build cannot build the layers themselves: the family that checks
@@ -93,7 +78,7 @@ POOL_CHECKED_LAYOUTS = {
 # Fields that shape layers and that the planner does not read: planning past them would use defaults
 # the config contradicts (Nemotron-NAS has no num_key_value_heads and was planned 13x too large).
 UNREAD_LAYOUT_FIELDS = {
-    "block_configs": "per-layer attention and FFN of DeciLM / Nemotron-NAS (no_op layers, n_heads_in_group)",
+    "block_configs": "per-layer blocks of DeciLM / Nemotron-NAS and Nemotron-H Puzzle",
     "attn_layer_period": "attention every N layers, Mamba between (Jamba's own field)",
     "attn_layer_offset": "which layer of each period is attention (Jamba's own field)",
     "cross_attention_layers": "cross-attention layers that cache the image, not the text (Mllama)",
@@ -132,62 +117,6 @@ def checkpoint_format(config: dict[str, Any]) -> CheckpointFormat:
         "awq": CheckpointFormat.AWQ_INT4,
         "gptq": CheckpointFormat.GPTQ_INT4,
     }.get(method, CheckpointFormat.BF16)
-
-
-def _nas_attention(text: dict[str, Any], heads: int, source: str) -> tuple[int, list[str]]:
-    """KV heads and layer kinds of a DeciLM / Nemotron-NAS config from its block_configs.
-
-    A block whose attention is no_op holds no KV cache; the others have num_attention_heads /
-    n_heads_in_group KV heads. vLLM 0.32 reads only no_op (models/nemotron_nas.py), so an attention
-    replaced by a linear layer is refused, and it takes the KV heads of the first attention block for
-    all (transformers_utils/model_arch_config_convertor.py), so blocks that disagree are refused too.
-    """
-    blocks = text.get("block_configs")
-    if not isinstance(blocks, list) or not blocks or not all(isinstance(b, dict) for b in blocks):
-        raise PlanError("model", f"{source}: unsupported layout: block_configs must be one mapping per layer")
-    patterned = [field for field in LAYER_PATTERN_FIELDS if text.get(field) is not None]
-    if patterned:
-        raise PlanError(
-            "model",
-            f"{source}: unsupported layout: {', '.join(patterned)} beside block_configs (vLLM 0.32 reads only the blocks)",
-        )
-    ignored = sorted(
-        {
-            f"{part}.{field}"
-            for block in blocks
-            for part, read in NAS_READ_FIELDS.items()
-            for field, value in (block.get(part) or {}).items()
-            if field not in read and value not in (None, False)
-        }
-    )
-    if ignored:
-        raise PlanError(
-            "model",
-            f"{source}: unsupported layout: block_configs sets {', '.join(ignored)}, which vLLM 0.32 does not read "
-            "(it would build plain layers the checkpoint does not hold)",
-        )
-    kinds, groups = [], set()
-    for block in blocks:
-        attention = block.get("attention") or {}
-        if attention.get("replace_with_linear"):
-            raise PlanError(
-                "model",
-                f"{source}: unsupported layout: block_configs attention replace_with_linear (vLLM 0.32 builds a full "
-                "attention layer there)",
-            )
-        if attention.get("no_op"):
-            continue
-        kinds.append("full")
-        groups.add(int(attention.get("n_heads_in_group") or 1))
-    if not kinds:
-        raise PlanError("model", f"{source}: unsupported layout: block_configs has no attention layer")
-    if len(groups) > 1:
-        raise PlanError(
-            "model",
-            f"{source}: unsupported layout: block_configs with n_heads_in_group {sorted(groups)}: vLLM sizes every "
-            "layer by the first attention block",
-        )
-    return heads // groups.pop(), kinds
 
 
 def _full_attention_shape(text: dict[str, Any], kv_heads: int, head_dim: int) -> AttentionShape | None:
@@ -290,7 +219,7 @@ def remote_code_files(config: dict[str, Any]) -> tuple[str, ...]:
 
 def _unread_layout(config: dict[str, Any], text: dict[str, Any], source: str) -> None:
     for field, what in UNREAD_LAYOUT_FIELDS.items():
-        if field == "block_configs" and text.get("model_type") == NAS_MODEL_TYPE:
+        if field == "block_configs" and text.get("model_type") in {NAS_MODEL_TYPE, PUZZLE_MODEL_TYPE}:
             continue
         if field.startswith("attn_layer_") and text.get("model_type") in PERIODIC_HYBRIDS:
             continue
@@ -357,10 +286,13 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
     )
     if text.get("model_type") in SHARED_ATTENTION_HYBRIDS:
         kv_heads, head_dim = shared_attention_shape(text, int(heads), int(hidden))
-    nas = _nas_attention(text, int(heads), source) if text.get("model_type") == NAS_MODEL_TYPE else None
+    nas = nas_attention(text, int(heads), source) if text.get("model_type") == NAS_MODEL_TYPE else None
     compressed = _compressed_mla(text, int(layers), source) if text.get("model_type") == "deepseek_v4" else None
+    puzzle = puzzle_layout(text, source) if text.get("model_type") == PUZZLE_MODEL_TYPE else None
     if nas is not None:
         kv_heads, kinds = nas
+    elif puzzle is not None:
+        kinds = puzzle.kinds
     elif compressed is not None:
         # Its window caches are planned with the compressed ones (sparkfleet.kvpacked), not as sliding layers.
         kv_heads, kinds = 1, ["full"] * int(layers)
@@ -371,7 +303,7 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
     owned = kinds[: len(kinds) - shared] if shared else kinds
     full, sliding, state = (owned.count(k) for k in ("full", "sliding", "state"))
     state += parallel_state_layers(text, int(layers))
-    window = text.get("sliding_window") if sliding else None
+    window = (puzzle.sliding_window if puzzle else text.get("sliding_window")) if sliding else None
     if sliding and not window:
         raise PlanError("model", f"{source}: {sliding} sliding-attention layers but no sliding_window")
     cfg = f"{source} (config.json)"
@@ -415,7 +347,7 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         compressed_mla=compressed,
         state_layers=state_layers,
         indexer_bytes_per_token=indexer,
-        replicated_state_layers=replicated_state_layers(text, int(hidden)),
+        replicated_state_layers=replicated_state_layers(text, int(hidden), int(layers)),
         ring=ring_cache(text, full, isinstance(config.get("vision_config"), dict)),
         native_max_context=limit.derived,
         config_max_length=limit.allowed if limit.allowed > limit.derived else None,

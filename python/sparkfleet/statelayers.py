@@ -188,17 +188,19 @@ def state_layers(text: dict[str, Any], count: int, hidden: int, source: str) -> 
     )
 
 
-def replicated_state_layers(text: dict[str, Any], hidden: int) -> StateLayers | None:
+def replicated_state_layers(text: dict[str, Any], hidden: int, layers: int) -> StateLayers | None:
     """Qwen4-Exp's n-gram layers (ple_layer_ids): a short convolution over hc_count copies of the hidden state, dilated by
     ngram_size, held whole on every tensor-parallel rank (models/qwen4_exp/nvidia/model.py
     get_ple_mamba_state_shape_from_config)."""
-    layers = text.get("ple_layer_ids")
-    if not (isinstance(layers, list) and layers and text.get("ple_conv_kernel_size")):
+    listed = text.get("ple_layer_ids")
+    # 1-based decoder layer numbers; vLLM adds the layer to whichever decoder layer is listed (nvidia/model.py).
+    numbers = {n for n in listed if isinstance(n, int) and 1 <= n <= layers} if isinstance(listed, list) else set()
+    if not (numbers and text.get("ple_conv_kernel_size")):
         return None
     dilated = (int(text["ple_conv_kernel_size"]) - 1) * int(text.get("ngram_size") or 1)
     return StateLayers(
         kind=StateLayerKind.SHORT_CONV,
-        count=len(set(layers)),
+        count=len(numbers),
         conv_dim=hidden * int(text.get("hc_count") or 1),
         conv_kernel=dilated + 1,
         state_shape=(),

@@ -48,8 +48,9 @@ def test_glm_5_3_flash_pool_packs_latent_indexer_ring_and_kda_states() -> None:
         ("state", 9, 4352),
         ("state", 9, 4352),
     ]
-    # A request: its context in 4352-token blocks, two live states per state group (prefix caching), one ring block.
-    assert geo.blocks_per_request(32768, 8192) == cdiv(32768, 4352) + 4 * 2 + 1
+    # A request: its context in 4352-token blocks; per state group two live states (prefix caching) and FlashKDA's
+    # prefill checkpoint; one ring block.
+    assert geo.blocks_per_request(32768, 8192) == cdiv(32768, 4352) + 4 * (2 + 1) + 1
 
 
 def test_qwen_3_8_flash_next_pool_keeps_the_n_gram_state_in_a_group_of_its_own() -> None:
@@ -89,8 +90,17 @@ def test_a_ring_that_does_not_divide_the_block_is_refused_as_vllm_refuses_it() -
     assert refused.value.variable == "intent.num_speculative_tokens" and "does not divide" in refused.value.problem
 
 
-def test_without_prefix_caching_a_state_group_holds_one_live_state() -> None:
+def test_without_prefix_caching_a_state_group_holds_one_live_state_and_no_checkpoint() -> None:
     cached = indexed_geometry(profile(GLM_5_3_FLASH), kv_cache_dtype="auto")
     plain = indexed_geometry(profile(GLM_5_3_FLASH), kv_cache_dtype="auto", prefix_caching=False)
     states = sum(1 for g in cached.groups if g.kind is GroupKind.STATE)
-    assert cached.blocks_per_request(32768, 8192) - plain.blocks_per_request(32768, 8192) == states
+    assert cached.blocks_per_request(32768, 8192) - plain.blocks_per_request(32768, 8192) == 2 * states
+
+
+def test_flash_kda_checkpoints_only_where_gb10_runs_flash_kda() -> None:
+    # 64-wide KDA heads take the Triton prefill, which exports no checkpoint.
+    narrow = {**GLM_5_3_FLASH, "linear_attn_config": {"num_heads": 64, "head_dim": 64, "short_conv_kernel_size": 4}}
+    assert indexed_geometry(profile(narrow), kv_cache_dtype="auto").state_blocks_per_request == 2
+    assert indexed_geometry(profile(GLM_5_3_FLASH), kv_cache_dtype="auto").state_blocks_per_request == 3
+    # Qwen4-Exp's Gated-DeltaNet exports none on vLLM 0.32.
+    assert indexed_geometry(profile(QWEN_3_8_FLASH_NEXT), kv_cache_dtype="auto").state_blocks_per_request == 2

