@@ -12,8 +12,8 @@ from .kvcache import (
     KvPool,
     attention_bytes_per_token,
     base_block_size,
-    gdn_prefill_checkpoints,
     geometry,
+    state_checkpoints,
 )
 from .kvindexed import indexed_geometry
 from .kvpacked import packed_geometry
@@ -416,5 +416,5 @@ def kv_geometry(profile: ModelProfile, intent: Intent, r: Resolved, platform: Pl
         draft_layers=r.draft_layers,
         prefix_caching=r.prefix_caching,
         base_block_size=base_block_size(platform, profile.mla is not None),
-        gdn_checkpoints=gdn_prefill_checkpoints(profile, platform, r.version),
+        checkpoints=state_checkpoints(profile, platform, r.version),
     )

@@ -64,6 +64,22 @@ def _glm5_next_nested(text: dict[str, Any]) -> dict[str, Any]:
     return {flat: nested[key] for key, flat in GLM5_NEXT_NESTED.items() if nested.get(key) is not None}
 
 
+# NemotronHConfig's defaults for the fields that shape the KV cache and the Mamba-2 state (the Puzzle config class
+# derives from it). vLLM's nemotron_h.py reads head_dim where the config has one, so the class's 128 wins over
+# hidden_size / heads.
+NEMOTRON_H_TYPES = {"nemotron_h", "nemotron_h_puzzle"}
+NEMOTRON_H_DEFAULTS = {
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "ssm_state_size": 128,
+    "mamba_num_heads": 128,
+    "mamba_head_dim": 64,
+    "n_groups": 8,
+    "conv_kernel": 4,
+    "mamba_ssm_cache_dtype": "float32",
+}
+
+
 def _positive(text: dict[str, Any], *keys: str) -> bool:
     return all(isinstance(text.get(key), int) and not isinstance(text.get(key), bool) and text[key] > 0 for key in keys)
 
@@ -72,6 +88,9 @@ def with_class_defaults(text: dict[str, Any]) -> dict[str, Any]:
     """The text config as its class sees it: the file's fields over the class's defaults (and, for GLM-5-Next, its
     linear_attn_config over both). Any other family is returned as it is."""
     model_type = text.get("model_type")
+    if model_type in NEMOTRON_H_TYPES:
+        # Only fields the file leaves out: an explicit null is what the class holds too.
+        return {**NEMOTRON_H_DEFAULTS, **text}
     # Only where the fields the defaults derive from are positive integers: profile_from_config refuses anything
     # else, naming the field.
     if model_type == "olmo_hybrid" and _positive(text, "num_hidden_layers", "num_attention_heads", "hidden_size"):

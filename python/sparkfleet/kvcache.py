@@ -185,25 +185,43 @@ def _group_layout(buckets: dict[GroupKind, int]) -> tuple[int, tuple[GroupKind, 
     return group_size, tuple(groups)
 
 
+@dataclass(frozen=True)
+class StateCheckpoints:
+    """What a state group's prefill checkpoints cost in align mode (prefix caching): blocks per request beyond the
+    live states, and the token grid the hybrid block then keeps."""
+
+    blocks: int = 0
+    alignment: int = 1
+
+
+NO_CHECKPOINTS = StateCheckpoints()
+# MambaMixer2 exports its block-boundary state from inside a prefill on every platform from vLLM 0.32.0 on
+# (layers/mamba/mamba_mixer2.py get_kv_cache_spec; read in the 0.17.0 .. 0.33.0 wheels on PyPI).
+MAMBA2_CHECKPOINTS_FROM = "0.32.0"
 # FlashInfer's Gated-DeltaNet prefill emits states every 64 tokens (vLLM 0.33 v1/attention/backends/gdn_attn.py).
 FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64
 
 
-def gdn_prefill_checkpoints(profile: ModelProfile, platform: Platform, version: VllmVersion) -> bool:
-    """vLLM 0.33 on GB10 (CUDA 13, SM 12.x) runs a Gated-DeltaNet prefill with 128-wide key heads on FlashInfer, which
-    exports prefill checkpoints in align mode: a block of their own per state group, on a 64-token grid the hybrid block
-    then keeps (layers/mamba/gdn/qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend, get_kv_cache_spec;
-    platforms/interface.py _align_hybrid_block_size). Only where every state layer exports them (abstract.py
-    get_mamba_prefill_checkpoint_alignment): Qwen4-Exp's n-gram convolution does not."""
+def state_checkpoints(profile: ModelProfile, platform: Platform, version: VllmVersion) -> StateCheckpoints:
+    """- Mamba-2: one block, any token, on every platform (vLLM 0.32 on).
+    - Gated-DeltaNet with 128-wide key heads, vLLM 0.33 on GB10 (CUDA 13, SM 12.x): FlashInfer's prefill exports one
+      block on a 64-token grid (layers/mamba/gdn/qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend,
+      get_kv_cache_spec; platforms/interface.py _align_hybrid_block_size), only where every state layer exports them
+      (abstract.py get_mamba_prefill_checkpoint_alignment): Qwen4-Exp's n-gram convolution does not.
+    GLM-5-Next's FlashKDA checkpoints are planned with its packed pool (sparkfleet.kvindexed)."""
     state = profile.state_layers
-    return (
+    if state is None:
+        return NO_CHECKPOINTS
+    if state.kind is StateLayerKind.MAMBA2 and version.at_least(MAMBA2_CHECKPOINTS_FROM):
+        return StateCheckpoints(blocks=1)
+    flashinfer_gdn = (
         platform is Platform.GB10
         and version.at_least("0.33.0")
-        and state is not None
         and state.kind is StateLayerKind.GATED_DELTANET
         and state.state_shape[2:] == (128,)
         and profile.replicated_state_layers is None
     )
+    return StateCheckpoints(blocks=1, alignment=FLASHINFER_GDN_CHECKPOINT_ALIGNMENT) if flashinfer_gdn else NO_CHECKPOINTS
 
 
 def _unified_blocks(
@@ -247,10 +265,9 @@ def geometry(
     prefix_caching: bool = True,
     state_align_mode: bool = True,
     base_block_size: int = DEFAULT_BLOCK_SIZE,
-    gdn_checkpoints: bool = False,
+    checkpoints: StateCheckpoints = NO_CHECKPOINTS,
 ) -> KvGeometry:
-    """One rank's pool. `gdn_checkpoints`: the Gated-DeltaNet layers export prefill checkpoints
-    (gdn_prefill_checkpoints)."""
+    """One rank's pool; `checkpoints` as state_checkpoints gives them for the platform and vLLM release."""
     dtype_bytes = kv_dtype_bytes(kv_cache_dtype)
     state = state_bytes(profile, tensor_parallel, speculative_tokens)
 
@@ -273,23 +290,21 @@ def geometry(
     # With prefix caching on, hybrid state uses "align" mode: two live states, a prefill checkpoint where the layer
     # exports one, plus speculative ones.
     align = prefix_caching and state_align_mode
-    exports = gdn_checkpoints and align
+    exported = checkpoints if align else NO_CHECKPOINTS
     block_sizes, page = _unified_blocks(
         attention,
         state,
         base_block_size,
         profile.mla is not None,
         head_bytes,
-        checkpoint_alignment=FLASHINFER_GDN_CHECKPOINT_ALIGNMENT if exports else 1,
+        checkpoint_alignment=exported.alignment,
     )
     buckets = {
         **layers,
         GroupKind.STATE: per_stage(profile.state_layers.count if profile.state_layers else 0),
     }
     group_size, groups = _group_layout(buckets)
-    checkpoint = profile.state_layers.prefill_checkpoint_blocks if profile.state_layers else 0
-    checkpoint = max(checkpoint, int(exports))
-    state_blocks = (2 + checkpoint if align else 1) + speculative_tokens
+    state_blocks = (2 + exported.blocks if align else 1) + speculative_tokens
     return KvGeometry(
         bytes_per_token_by_kind=attention,
         layers_by_kind={kind: count for kind, count in layers.items() if count},

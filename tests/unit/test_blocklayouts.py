@@ -89,3 +89,21 @@ def test_layers_block_type_is_read_before_a_stale_hybrid_override_pattern() -> N
         hybrid_override_pattern="*M",
     )
     assert profile.full_attention_layers == 1 and profile.state_layers is not None
+
+
+def test_fields_the_file_leaves_out_are_nemotron_h_config_defaults() -> None:
+    # NemotronHConfig: head_dim 128 (not hidden_size / heads = 84), 8 KV heads, 8 Mamba groups.
+    config = {
+        "architectures": ["NemotronHForCausalLM"],
+        "model_type": "nemotron_h",
+        "hidden_size": 2688,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 32,
+        "hybrid_override_pattern": "M*",
+        "mamba_num_heads": 64,
+    }
+    profile = profile_from_config("org/nemotron", config, 30 * GIB, "nemotron")
+    assert (profile.kv_heads, profile.head_dim) == (8, 128)
+    state = profile.state_layers
+    # conv over heads x head size (64 x 64) and 2 x 8 groups x 128 state.
+    assert state is not None and state.conv_dim == 64 * 64 + 2 * 8 * 128

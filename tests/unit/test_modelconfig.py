@@ -9,10 +9,12 @@ import pytest
 
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import PlanError
-from sparkfleet.kvcache import GroupKind, gdn_prefill_checkpoints, geometry
+from sparkfleet.kvcache import GroupKind, StateCheckpoints, geometry, state_checkpoints
 from sparkfleet.modelconfig import profile_from_config
 from sparkfleet.models import ModelProfile, Platform, RingCache, RingKind, StateLayerKind
 from sparkfleet.versions import VllmVersion
+
+V032, V033 = VllmVersion.parse("0.32.0"), VllmVersion.parse("0.33.0")
 
 CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
 GIB = 1024**3
@@ -538,11 +540,11 @@ def test_vllm_0_33_on_gb10_gives_qwen3_6_gated_deltanet_a_prefill_checkpoint_blo
     # FlashInfer's Gated-DeltaNet prefill (SM 12.x, 128-wide key heads, CUDA 13) exports a checkpoint per state group in
     # align mode, on a 64-token grid; 0.32 and the CPU platform run the Triton prefill, which exports none.
     profile = from_fixture("Qwen--Qwen3.6-35B-A3B")
-    assert gdn_prefill_checkpoints(profile, Platform.GB10, VllmVersion.parse("0.33.0"))
-    assert not gdn_prefill_checkpoints(profile, Platform.GB10, VllmVersion.parse("0.32.0"))
-    assert not gdn_prefill_checkpoints(profile, Platform.CPU, VllmVersion.parse("0.33.0"))
+    assert state_checkpoints(profile, Platform.GB10, V033) == StateCheckpoints(blocks=1, alignment=64)
+    assert state_checkpoints(profile, Platform.GB10, V032) == StateCheckpoints()
+    assert state_checkpoints(profile, Platform.CPU, V033) == StateCheckpoints()
     plain = geometry(profile, kv_cache_dtype="auto")
-    exported = geometry(profile, kv_cache_dtype="auto", gdn_checkpoints=True)
+    exported = geometry(profile, kv_cache_dtype="auto", checkpoints=state_checkpoints(profile, Platform.GB10, V033))
     # 16-token steps until a page holds the state: 1056; on the 64-token grid: 1088.
     assert (plain.block_size, exported.block_size) == (1056, 1088)
     states = sum(1 for kind in exported.groups if kind is GroupKind.STATE)
@@ -550,10 +552,17 @@ def test_vllm_0_33_on_gb10_gives_qwen3_6_gated_deltanet_a_prefill_checkpoint_blo
     assert exported.blocks_per_request(32768, 8192) == -(-32768 // 1088) + states * 3
     assert plain.blocks_per_request(32768, 8192) == -(-32768 // 1056) + states * 2
     # Without prefix caching nothing is exported.
-    assert geometry(profile, kv_cache_dtype="auto", gdn_checkpoints=True, prefix_caching=False).state_blocks_per_request == 1
+    unaligned = geometry(profile, kv_cache_dtype="auto", checkpoints=StateCheckpoints(1, 64), prefix_caching=False)
+    assert (unaligned.block_size, unaligned.state_blocks_per_request) == (1056, 1)
 
 
-def test_mamba_2_keeps_a_prefill_checkpoint_block_in_align_mode_on_every_platform() -> None:
+def test_mamba_2_keeps_a_prefill_checkpoint_block_in_align_mode_from_vllm_0_32() -> None:
     profile = from_fixture("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
-    assert geometry(profile, kv_cache_dtype="auto").state_blocks_per_request == 3
-    assert geometry(profile, kv_cache_dtype="auto", prefix_caching=False).state_blocks_per_request == 1
+    for platform in Platform:
+        assert state_checkpoints(profile, platform, V032) == StateCheckpoints(blocks=1)
+        assert state_checkpoints(profile, platform, VllmVersion.parse("0.31.0")) == StateCheckpoints()
+    checkpoints = StateCheckpoints(blocks=1)
+    assert geometry(profile, kv_cache_dtype="auto", checkpoints=checkpoints).state_blocks_per_request == 3
+    assert (
+        geometry(profile, kv_cache_dtype="auto", checkpoints=checkpoints, prefix_caching=False).state_blocks_per_request == 1
+    )

@@ -168,8 +168,12 @@ def main() -> int:
         extra = {}
         if profile.speculative.mtp:
             extra["mtp"] = Intent(trust_remote_code=True, speculative="mtp", max_context=16384, concurrency=2)
-            # Many users behind the door: speculation is scheduled off from 32 running requests.
-            extra["mtp-busy"] = Intent(trust_remote_code=True, speculative="mtp", max_context=2048, concurrency=32)
+            # Many users behind the door: speculation is scheduled off from 32 running requests. The throughput
+            # profile gives the pool all the room there is, as such a host would (Nemotron-3-Super's 32 requests,
+            # their Mamba-2 states and checkpoints fit in it, not with the interactive profile's prefix-cache slack).
+            extra["mtp-busy"] = Intent(
+                trust_remote_code=True, speculative="mtp", max_context=2048, concurrency=32, profile="throughput"
+            )
         if profile.speculative.dflash_drafter:
             extra["dflash"] = Intent(trust_remote_code=True, speculative="dflash", max_context=16384, concurrency=2)
         if profile.long_context_max:

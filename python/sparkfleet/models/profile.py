@@ -97,13 +97,6 @@ class StateLayers(Strict):
         return value
 
     @property
-    def prefill_checkpoint_blocks(self) -> int:
-        """Blocks a request holds per state group beyond its live states in align mode (prefix caching): Mamba-2 exports
-        its block-boundary state from inside a prefill into one of its own on every platform (layers/mamba/
-        mamba_mixer2.py get_kv_cache_spec; MambaSpec.max_memory_usage_bytes)."""
-        return 1 if self.kind is StateLayerKind.MAMBA2 else 0
-
-    @property
     def conv_holds_speculative_tokens(self) -> bool:
         """Mamba-1's convolution window does not grow with speculative tokens (mamba_utils.mamba1_state_shape)."""
         return self.kind is not StateLayerKind.MAMBA1
