@@ -20,9 +20,10 @@ from pathlib import Path
 
 from sparkfleet.catalog import load_catalog
 from sparkfleet.kvcache import geometry
+from sparkfleet.kvindexed import indexed_geometry
 from sparkfleet.kvpacked import packed_geometry
 from sparkfleet.modelconfig import profile_from_config
-from sparkfleet.models import CompressedMlaShape, ModelProfile
+from sparkfleet.models import CompressedMlaShape, ModelProfile, RingKind
 
 CONFIGS = Path(__file__).parents[1] / "tests" / "fixtures" / "configs"
 # Published KV bytes per token (bf16, whole model, one GPU), each with where it is stated.
@@ -58,6 +59,8 @@ def layout_family(profile: ModelProfile) -> str:
         return "nemotron_nas"
     if profile.compressed_mla:
         return "deepseek_v4"
+    if profile.ring:
+        return "glm5_next" if profile.ring.kind is RingKind.KPOOL else "qwen4_exp"
     if profile.mla:
         return "deepseek_v3"
     if profile.state_layers:
@@ -116,6 +119,11 @@ def row(profile: ModelProfile, origin: str, verdicts: dict[str, str]) -> str:
     if published is not None:
         error = 100 * (bf16.bytes_per_token - published) / published
         check = (check + "; " if check else "") + f"published {published:,} ({error:+.1f}%)"
+    if profile.ring:
+        # The pool vLLM packs (sparkfleet.kvindexed), checked against vLLM's own packing by tests/vllm/kv_indexed.py.
+        packed = indexed_geometry(profile, kv_cache_dtype="auto")
+        blocks = str(packed.block_size)
+        check = (check + "; " if check else "") + f"{packed.bytes_per_block:,} B per block, {len(packed.groups)} groups"
     if origin == "catalog" and profile.id in CATALOG_FIXTURES:
         same = geometry(fixture(CATALOG_FIXTURES[profile.id]), kv_cache_dtype="auto") == bf16
         check = (check + "; " if check else "") + ("= its config.json" if same else "DIFFERS from its config.json")

@@ -160,8 +160,14 @@ def puzzle_layout(text: dict[str, Any], source: str) -> PuzzleLayout:
                 "and reads no q_indexer field)",
             )
         window = set_fields.get("sliding_window", text.get("sliding_window"))
+        if window is not None and not (isinstance(window, int) and window > 0):
+            raise PlanError(
+                "model",
+                f"{source}: unsupported layout: block_configs[{index}] sliding_window {window!r} (a window of at least "
+                "one token, or none; vLLM would build a sliding layer of it)",
+            )
         if window:
-            windows.add(int(window))
+            windows.add(window)
         kinds.append("sliding" if window else "full")
     if len(windows) > 1:
         raise PlanError(

@@ -401,6 +401,7 @@ def kv_geometry(profile: ModelProfile, intent: Intent, r: Resolved, platform: Pl
             speculative_tokens=r.speculative_tokens,
             draft_layers=r.draft_layers,
             prefix_caching=r.prefix_caching,
+            checkpoints=state_checkpoints(profile, platform, r.version),
         )
     if profile.compressed_mla is not None:
         _check_packed_intent(intent, "DeepSeek-V4")

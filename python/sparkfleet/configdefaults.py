@@ -78,6 +78,7 @@ NEMOTRON_H_DEFAULTS = {
     "conv_kernel": 4,
     "mamba_ssm_cache_dtype": "float32",
 }
+NEMOTRON_H_OLD_NAMES = {"mamba_n_groups": "n_groups", "mamba_d_conv": "conv_kernel"}
 
 
 def _positive(text: dict[str, Any], *keys: str) -> bool:
@@ -89,8 +90,10 @@ def with_class_defaults(text: dict[str, Any]) -> dict[str, Any]:
     linear_attn_config over both). Any other family is returned as it is."""
     model_type = text.get("model_type")
     if model_type in NEMOTRON_H_TYPES:
-        # Only fields the file leaves out: an explicit null is what the class holds too.
-        return {**NEMOTRON_H_DEFAULTS, **text}
+        # Only fields the file leaves out: an explicit null is what the class holds too. Older names win over the
+        # new ones, as NemotronHConfig.__post_init__ renames them.
+        merged = {**NEMOTRON_H_DEFAULTS, **text}
+        return merged | {new: text[old] for old, new in NEMOTRON_H_OLD_NAMES.items() if old in text}
     # Only where the fields the defaults derive from are positive integers: profile_from_config refuses anything
     # else, naming the field.
     if model_type == "olmo_hybrid" and _positive(text, "num_hidden_layers", "num_attention_heads", "hidden_size"):

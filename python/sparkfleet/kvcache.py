@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from .models import ModelProfile, Platform, StateLayerKind, StateLayers
+from .models import ModelProfile, Platform, RingKind, StateLayerKind, StateLayers
 from .versions import VllmVersion, kv_tokens_from_concurrency
 
 DEFAULT_BLOCK_SIZE = 16
@@ -202,26 +202,40 @@ MAMBA2_CHECKPOINTS_FROM = "0.32.0"
 FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64
 
 
+# Families whose Gated-DeltaNet is vLLM's QwenGatedDeltaNetAttention (qwen3_next.py, qwen3_5.py,
+# models/qwen4_exp/nvidia/model.py), which can run FlashInfer's prefill; OLMo-Hybrid's always runs Triton.
+QWEN_GDN_MODEL_TYPES = ("qwen3_next", "qwen3_5", "qwen4_exp")
+
+
 def state_checkpoints(profile: ModelProfile, platform: Platform, version: VllmVersion) -> StateCheckpoints:
     """- Mamba-2: one block, any token, on every platform (vLLM 0.32 on).
-    - Gated-DeltaNet with 128-wide key heads, vLLM 0.33 on GB10 (CUDA 13, SM 12.x): FlashInfer's prefill exports one
-      block on a 64-token grid (layers/mamba/gdn/qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend,
-      get_kv_cache_spec; platforms/interface.py _align_hybrid_block_size), only where every state layer exports them
-      (abstract.py get_mamba_prefill_checkpoint_alignment): Qwen4-Exp's n-gram convolution does not.
-    GLM-5-Next's FlashKDA checkpoints are planned with its packed pool (sparkfleet.kvindexed)."""
+    - Qwen's Gated-DeltaNet with 128-wide key heads, vLLM 0.33 on GB10 (CUDA 13, SM 12.x): FlashInfer's prefill exports
+      one block on a 64-token grid the hybrid block then keeps (layers/mamba/gdn/qwen_gdn_linear_attn.py
+      _resolve_gdn_prefill_backend, get_kv_cache_spec; platforms/interface.py _align_hybrid_block_size). Qwen4-Exp's
+      n-gram convolution exports one on the same grid (models/qwen4_exp/nvidia/ple_layer.py).
+    - GLM-5-Next's KDA on GB10, bf16 with 128-wide heads: FlashKDA exports one block and asks for no grid
+      (models/glm5next/common/kda.py _resolve_kda_prefill_backend, get_kv_cache_spec); its gate lower bound is always
+      set (Glm5NextTextConfig gives -5.0).
+    """
     state = profile.state_layers
     if state is None:
         return NO_CHECKPOINTS
     if state.kind is StateLayerKind.MAMBA2 and version.at_least(MAMBA2_CHECKPOINTS_FROM):
         return StateCheckpoints(blocks=1)
-    flashinfer_gdn = (
-        platform is Platform.GB10
-        and version.at_least("0.33.0")
-        and state.kind is StateLayerKind.GATED_DELTANET
-        and state.state_shape[2:] == (128,)
-        and profile.replicated_state_layers is None
-    )
-    return StateCheckpoints(blocks=1, alignment=FLASHINFER_GDN_CHECKPOINT_ALIGNMENT) if flashinfer_gdn else NO_CHECKPOINTS
+    gb10 = platform is Platform.GB10
+    qwen = str(profile.model_type or "").startswith(QWEN_GDN_MODEL_TYPES) and version.at_least("0.33.0")
+    if gb10 and qwen and state.kind is StateLayerKind.GATED_DELTANET and state.state_shape[2:] == (128,):
+        return StateCheckpoints(blocks=1, alignment=FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)
+    glm = profile.ring is not None and profile.ring.kind is RingKind.KPOOL
+    if (
+        gb10
+        and glm
+        and state.kind is StateLayerKind.KDA
+        and state.state_shape[1:2] == (128,)
+        and profile.dtype == "bfloat16"
+    ):
+        return StateCheckpoints(blocks=1)
+    return NO_CHECKPOINTS
 
 
 def _unified_blocks(

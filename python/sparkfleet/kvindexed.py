@@ -16,9 +16,18 @@ from __future__ import annotations
 import math
 
 from .errors import PlanError
-from .kvcache import MLA_HYBRID_ALIGNMENT, GroupKind, attention_bytes_per_token, cdiv, kv_dtype_bytes, layer_state_bytes
+from .kvcache import (
+    MLA_HYBRID_ALIGNMENT,
+    NO_CHECKPOINTS,
+    GroupKind,
+    StateCheckpoints,
+    attention_bytes_per_token,
+    cdiv,
+    kv_dtype_bytes,
+    layer_state_bytes,
+)
 from .kvpacked import CacheLayer, PackedKvGeometry, packed_groups
-from .models import ModelProfile, RingCache, RingKind, StateLayerKind
+from .models import ModelProfile, RingCache, RingKind
 
 # The default cache block (config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE), kept where every backend takes it.
 DEFAULT_CACHE_BLOCK = 16
@@ -47,7 +56,9 @@ def ring_page_bytes(ring: RingCache, speculative_tokens: int) -> int:
     return heads * ring_tokens(ring, speculative_tokens) * ring.head_size * RING_DTYPE_BYTES
 
 
-def hybrid_block_size(profile: ModelProfile, ring: RingCache, attention_per_token: int, state_page: int) -> int:
+def hybrid_block_size(
+    profile: ModelProfile, ring: RingCache, attention_per_token: int, state_page: int, checkpoint_alignment: int = 1
+) -> int:
     """platforms/interface.py update_block_size_for_backend: first a block every backend takes (the default 16 where
     all take it, else the least common one), then _align_hybrid_block_size: the smallest multiple of the larger of
     that and the first backend's kernel block (and of 128 for MLA) whose attention page holds the state page, rounded
@@ -56,6 +67,8 @@ def hybrid_block_size(profile: ModelProfile, ring: RingCache, attention_per_toke
     every_backend = math.lcm(kernel, PAGED_MQA_ENTRIES_GB10 * ring.group_tokens if ring.kind is RingKind.KPOOL else 1)
     first = max(DEFAULT_CACHE_BLOCK, every_backend)
     step = max(kernel, first, MLA_HYBRID_ALIGNMENT if profile.mla is not None else 0)
+    # Prefill checkpoints land on block boundaries (vLLM 0.33, align mode).
+    step = math.lcm(step, checkpoint_alignment)
     block = step * max(1, cdiv(state_page, step * attention_per_token))
     return every_backend * cdiv(block, every_backend)
 
@@ -68,8 +81,10 @@ def indexed_geometry(
     speculative_tokens: int = 0,
     draft_layers: int = 0,
     prefix_caching: bool = True,
+    checkpoints: StateCheckpoints = NO_CHECKPOINTS,
 ) -> PackedKvGeometry:
-    """One rank's packed pool (pipeline stages are refused by the planner, as for DeepSeek-V4)."""
+    """One rank's packed pool (pipeline stages are refused by the planner, as for DeepSeek-V4); `checkpoints` as
+    kvcache.state_checkpoints gives them for the platform and vLLM release."""
     ring = profile.ring
     if ring is None:
         raise ValueError(f"{profile.id} keeps no raw-key ring: plan it with sparkfleet.kvcache.geometry")
@@ -78,7 +93,8 @@ def indexed_geometry(
     head -= profile.indexer_bytes_per_token
     state = layer_state_bytes(profile.state_layers, tensor_parallel, speculative_tokens)
     replicated = layer_state_bytes(profile.replicated_state_layers, 1, speculative_tokens)
-    block = hybrid_block_size(profile, ring, head, max(state, replicated))
+    exported = checkpoints if prefix_caching else NO_CHECKPOINTS
+    block = hybrid_block_size(profile, ring, head, max(state, replicated), exported.alignment)
     tokens = ring_tokens(ring, speculative_tokens)
     # vLLM asserts both when it builds the caches (qsa_cache.py _QSAStateCache, Glm5NextTailCache / QSAKeyStateCache).
     if block % ring.group_tokens:
@@ -106,15 +122,5 @@ def indexed_geometry(
     for states, whole in ((profile.state_layers, False), (profile.replicated_state_layers, True)):
         if states is not None:
             layers += [CacheLayer(GroupKind.STATE, block, None, attention_page, replicated=whole)] * states.count
-    live = 2 + flash_kda_checkpoints(profile) if prefix_caching else 1
+    live = 2 + exported.blocks if prefix_caching else 1
     return PackedKvGeometry(packed_groups(layers), block_size=block, state_blocks_per_request=live + speculative_tokens)
-
-
-def flash_kda_checkpoints(profile: ModelProfile) -> int:
-    """GLM-5-Next's KDA prefill runs FlashKDA on GB10 (SM 12.x) for a bfloat16 model with 128-wide heads (its gate
-    lower bound is always set: Glm5NextTextConfig gives -5.0), and FlashKDA exports a prefill checkpoint into a block
-    of its own in align mode (models/glm5next/common/kda.py _resolve_kda_prefill_backend, get_kv_cache_spec)."""
-    state = profile.state_layers
-    kpool = profile.ring is not None and profile.ring.kind is RingKind.KPOOL
-    flash = state is not None and state.kind is StateLayerKind.KDA and state.state_shape[1:2] == (128,)
-    return int(kpool and flash and profile.dtype == "bfloat16")

@@ -66,6 +66,7 @@ def test_the_models_own_window_applies_to_every_attention_block_without_one() ->
         ),
         ([MAMBA, {"block_type": "attention"}], {"layers_block_type": ["attention", "mamba"]}, "layers_block_type"),
         ([MAMBA, {"block_type": "attention"}], {"num_hidden_layers": 3}, "2 blocks for num_hidden_layers 3"),
+        ([MAMBA, {"block_type": "attention", "sliding_window": 0}], {}, "sliding_window 0"),
     ],
 )
 def test_blocks_vllm_would_build_otherwise_are_refused_by_name(
@@ -107,3 +108,20 @@ def test_fields_the_file_leaves_out_are_nemotron_h_config_defaults() -> None:
     state = profile.state_layers
     # conv over heads x head size (64 x 64) and 2 x 8 groups x 128 state.
     assert state is not None and state.conv_dim == 64 * 64 + 2 * 8 * 128
+
+
+def test_nemotron_h_older_field_names_win_as_its_config_class_renames_them() -> None:
+    # NemotronHConfig.__post_init__: mamba_n_groups and mamba_d_conv set n_groups and conv_kernel.
+    config = {
+        "architectures": ["NemotronHForCausalLM"],
+        "model_type": "nemotron_h",
+        "hidden_size": 2688,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 32,
+        "hybrid_override_pattern": "M*",
+        "mamba_num_heads": 64,
+        "mamba_n_groups": 2,
+        "mamba_d_conv": 3,
+    }
+    state = profile_from_config("org/nemotron", config, 30 * GIB, "nemotron").state_layers
+    assert state is not None and (state.conv_dim, state.conv_kernel) == (64 * 64 + 2 * 2 * 128, 3)

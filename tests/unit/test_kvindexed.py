@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from sparkfleet.errors import PlanError
-from sparkfleet.kvcache import GroupKind, cdiv
-from sparkfleet.kvindexed import indexed_geometry, ring_tokens
+from sparkfleet.kvcache import GroupKind, StateCheckpoints, cdiv, state_checkpoints
+from sparkfleet.kvindexed import PackedKvGeometry, indexed_geometry, ring_tokens
 from sparkfleet.modelconfig import profile_from_config
-from sparkfleet.models import ModelProfile
+from sparkfleet.models import ModelProfile, Platform
+from sparkfleet.versions import VllmVersion
 
 GIB = 1024**3
 
@@ -27,13 +28,18 @@ def profile(config: dict[str, object]) -> ModelProfile:
     return profile_from_config("org/model", config, 100 * GIB, "test")
 
 
+def on_gb10(profile: ModelProfile, release: str = "0.32.0", **options: int | bool) -> PackedKvGeometry:
+    """The pool a GB10 plan uses, with the state checkpoints that release exports there."""
+    checkpoints = state_checkpoints(profile, Platform.GB10, VllmVersion.parse(release))
+    return indexed_geometry(profile, kv_cache_dtype="auto", checkpoints=checkpoints, **options)  # type: ignore[arg-type]
+
+
 def groups(profile: ModelProfile, **options: int | bool) -> list[tuple[str, int, int]]:
-    geo = indexed_geometry(profile, kv_cache_dtype="auto", **options)  # type: ignore[arg-type]
-    return sorted((g.kind.value, g.layers, g.block_size) for g in geo.groups)
+    return sorted((g.kind.value, g.layers, g.block_size) for g in on_gb10(profile, **options).groups)
 
 
 def test_glm_5_3_flash_pool_packs_latent_indexer_ring_and_kda_states() -> None:
-    geo = indexed_geometry(profile(GLM_5_3_FLASH), kv_cache_dtype="auto")
+    geo = on_gb10(profile(GLM_5_3_FLASH))
     # KDA state 147,456 + 4,194,304 B; 128-token steps of the 1,024-B latent until a page holds it (34 steps), then a
     # multiple of the indexer's 64 pools of 4 tokens (256): 4352.
     assert geo.block_size == 4352
@@ -54,7 +60,7 @@ def test_glm_5_3_flash_pool_packs_latent_indexer_ring_and_kda_states() -> None:
 
 
 def test_qwen_3_8_flash_next_pool_keeps_the_n_gram_state_in_a_group_of_its_own() -> None:
-    geo = indexed_geometry(profile(QWEN_3_8_FLASH_NEXT), kv_cache_dtype="auto")
+    geo = on_gb10(profile(QWEN_3_8_FLASH_NEXT))
     # Gated-DeltaNet's 3,207,168-B state over the QSA layer's 2,048 B per token, in 16-token steps: 1568.
     assert geo.block_size == 1568
     # The widest group: 12 QSA pages of 1568 x 2048 B and their compressed keys, 1568 / 4 x 256 B.
@@ -91,16 +97,29 @@ def test_a_ring_that_does_not_divide_the_block_is_refused_as_vllm_refuses_it() -
 
 
 def test_without_prefix_caching_a_state_group_holds_one_live_state_and_no_checkpoint() -> None:
-    cached = indexed_geometry(profile(GLM_5_3_FLASH), kv_cache_dtype="auto")
-    plain = indexed_geometry(profile(GLM_5_3_FLASH), kv_cache_dtype="auto", prefix_caching=False)
+    cached = on_gb10(profile(GLM_5_3_FLASH))
+    plain = on_gb10(profile(GLM_5_3_FLASH), prefix_caching=False)
     states = sum(1 for g in cached.groups if g.kind is GroupKind.STATE)
     assert cached.blocks_per_request(32768, 8192) - plain.blocks_per_request(32768, 8192) == 2 * states
 
 
 def test_flash_kda_checkpoints_only_where_gb10_runs_flash_kda() -> None:
-    # 64-wide KDA heads take the Triton prefill, which exports no checkpoint.
+    v032 = VllmVersion.parse("0.32.0")
+    assert state_checkpoints(profile(GLM_5_3_FLASH), Platform.GB10, v032) == StateCheckpoints(blocks=1)
+    # 64-wide KDA heads take the Triton prefill, and so does the CPU platform: no checkpoint.
     narrow = {**GLM_5_3_FLASH, "linear_attn_config": {"num_heads": 64, "head_dim": 64, "short_conv_kernel_size": 4}}
-    assert indexed_geometry(profile(narrow), kv_cache_dtype="auto").state_blocks_per_request == 2
-    assert indexed_geometry(profile(GLM_5_3_FLASH), kv_cache_dtype="auto").state_blocks_per_request == 3
-    # Qwen4-Exp's Gated-DeltaNet exports none on vLLM 0.32.
-    assert indexed_geometry(profile(QWEN_3_8_FLASH_NEXT), kv_cache_dtype="auto").state_blocks_per_request == 2
+    assert state_checkpoints(profile(narrow), Platform.GB10, v032) == StateCheckpoints()
+    assert state_checkpoints(profile(GLM_5_3_FLASH), Platform.CPU, v032) == StateCheckpoints()
+    assert on_gb10(profile(GLM_5_3_FLASH)).state_blocks_per_request == 3
+
+
+def test_qwen4_exp_on_vllm_0_33_checkpoints_both_state_kinds_on_a_64_token_grid() -> None:
+    # 0.32 runs Gated-DeltaNet's prefill on Triton: no checkpoint, 16-token steps to 1568.
+    assert (
+        on_gb10(profile(QWEN_3_8_FLASH_NEXT)).block_size,
+        on_gb10(profile(QWEN_3_8_FLASH_NEXT)).state_blocks_per_request,
+    ) == (1568, 2)
+    # 0.33 runs FlashInfer's (128-wide keys on SM 12.x), and the n-gram convolution exports on the same grid
+    # (ple_layer.py): 64-token steps to 1600, and a checkpoint block in every state group.
+    newer = on_gb10(profile(QWEN_3_8_FLASH_NEXT), "0.33.0")
+    assert (newer.block_size, newer.state_blocks_per_request) == (1600, 3)

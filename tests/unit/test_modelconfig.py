@@ -566,3 +566,11 @@ def test_mamba_2_keeps_a_prefill_checkpoint_block_in_align_mode_from_vllm_0_32()
     assert (
         geometry(profile, kv_cache_dtype="auto", checkpoints=checkpoints, prefix_caching=False).state_blocks_per_request == 1
     )
+
+
+def test_olmo_hybrid_gated_deltanet_runs_triton_on_every_release_and_exports_no_checkpoint() -> None:
+    # OlmoHybridGatedDeltaNetAttention always takes the Triton prefill (vLLM 0.33 olmo_gdn_linear_attn.py), even with
+    # the 128-wide keys that put Qwen's on FlashInfer.
+    profile = hybrid(model_type="olmo_hybrid", num_hidden_layers=8, num_attention_heads=8, linear_key_head_dim=128)
+    assert profile.state_layers is not None and profile.state_layers.state_shape[2:] == (128,)
+    assert state_checkpoints(profile, Platform.GB10, V033) == StateCheckpoints()

