@@ -92,8 +92,8 @@ def test_layers_block_type_is_read_before_a_stale_hybrid_override_pattern() -> N
     assert profile.full_attention_layers == 1 and profile.state_layers is not None
 
 
-def test_fields_the_file_leaves_out_are_nemotron_h_config_defaults() -> None:
-    # NemotronHConfig: head_dim 128 (not hidden_size / heads = 84), 8 KV heads, 8 Mamba groups.
+def nemotron_h(**fields: Any) -> ModelProfile:
+    """A Nemotron-H config.json that leaves out head_dim, the KV heads and the Mamba groups."""
     config = {
         "architectures": ["NemotronHForCausalLM"],
         "model_type": "nemotron_h",
@@ -102,8 +102,14 @@ def test_fields_the_file_leaves_out_are_nemotron_h_config_defaults() -> None:
         "num_attention_heads": 32,
         "hybrid_override_pattern": "M*",
         "mamba_num_heads": 64,
+        **fields,
     }
-    profile = profile_from_config("org/nemotron", config, 30 * GIB, "nemotron")
+    return profile_from_config("org/nemotron", config, 30 * GIB, "nemotron")
+
+
+def test_fields_the_file_leaves_out_are_nemotron_h_config_defaults() -> None:
+    # NemotronHConfig: head_dim 128 (not hidden_size / heads = 84), 8 KV heads, 8 Mamba groups.
+    profile = nemotron_h()
     assert (profile.kv_heads, profile.head_dim) == (8, 128)
     state = profile.state_layers
     # conv over heads x head size (64 x 64) and 2 x 8 groups x 128 state.
@@ -112,16 +118,5 @@ def test_fields_the_file_leaves_out_are_nemotron_h_config_defaults() -> None:
 
 def test_nemotron_h_older_field_names_win_as_its_config_class_renames_them() -> None:
     # NemotronHConfig.__post_init__: mamba_n_groups and mamba_d_conv set n_groups and conv_kernel.
-    config = {
-        "architectures": ["NemotronHForCausalLM"],
-        "model_type": "nemotron_h",
-        "hidden_size": 2688,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 32,
-        "hybrid_override_pattern": "M*",
-        "mamba_num_heads": 64,
-        "mamba_n_groups": 2,
-        "mamba_d_conv": 3,
-    }
-    state = profile_from_config("org/nemotron", config, 30 * GIB, "nemotron").state_layers
+    state = nemotron_h(mamba_n_groups=2, mamba_d_conv=3).state_layers
     assert state is not None and (state.conv_dim, state.conv_kernel) == (64 * 64 + 2 * 2 * 128, 3)

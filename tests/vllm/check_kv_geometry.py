@@ -160,6 +160,32 @@ JAMBA: dict[str, Any] = {
     "mamba_dt_rank": 16,
 }
 
+# Nemotron-H's attention and Mamba-2 shapes, scaled down (the Nemotron-H and Puzzle families share them).
+NEMOTRON_H_SHAPE = {
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "mamba_num_heads": 8,
+    "mamba_head_dim": 32,
+    "ssm_state_size": 32,
+    "n_groups": 2,
+    "conv_kernel": 4,
+    "mamba_ssm_cache_dtype": "float32",
+}
+# gpt-oss: sliding window 128 on every other layer, attention sinks (openai/gpt-oss-120b config.json).
+GPT_OSS = {
+    "architectures": ["GptOssForCausalLM"],
+    "model_type": "gpt_oss",
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "sliding_window": 128,
+    "layer_types": ["sliding_attention", "full_attention"] * 2,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+}
+
 # Each family: the architecture and the real config's structural fields, scaled down. Where a field is the
 # real model's, its source is named; the layer pattern is always the real one (or its repeating unit).
 FAMILIES: dict[str, dict[str, Any]] = {
@@ -200,32 +226,9 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "n_group": 1,
         "topk_group": 1,
     },
-    # gpt-oss: sliding window 128 on every other layer, attention sinks (openai/gpt-oss-120b config.json).
-    "gpt_oss (sliding + sinks, MoE)": {
-        "architectures": ["GptOssForCausalLM"],
-        "model_type": "gpt_oss",
-        "num_hidden_layers": 4,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "head_dim": 64,
-        "sliding_window": 128,
-        "layer_types": ["sliding_attention", "full_attention"] * 2,
-        "num_local_experts": 4,
-        "num_experts_per_tok": 2,
-    },
+    "gpt_oss (sliding + sinks, MoE)": GPT_OSS,
     # The same with a 256-token scheduler step (SCHEDULER_TOKENS): a window holds its tokens in flight, not the context.
-    "gpt_oss, 256 tokens a step": {
-        "architectures": ["GptOssForCausalLM"],
-        "model_type": "gpt_oss",
-        "num_hidden_layers": 4,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "head_dim": 64,
-        "sliding_window": 128,
-        "layer_types": ["sliding_attention", "full_attention"] * 2,
-        "num_local_experts": 4,
-        "num_experts_per_tok": 2,
-    },
+    "gpt_oss, 256 tokens a step": GPT_OSS,
     # Gemma-3: five sliding layers to one global, window 1024 (google/gemma-3-27b-it text_config).
     "gemma3 (5:1 sliding, same shape)": {
         "architectures": ["Gemma3ForCausalLM"],
@@ -279,15 +282,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "model_type": "nemotron_h",
         "num_hidden_layers": 6,
         "hybrid_override_pattern": "M-M-*-",
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "head_dim": 64,
-        "mamba_num_heads": 8,
-        "mamba_head_dim": 32,
-        "ssm_state_size": 32,
-        "n_groups": 2,
-        "conv_kernel": 4,
-        "mamba_ssm_cache_dtype": "float32",
+        **NEMOTRON_H_SHAPE,
     },
     # Qwen3-Next: three Gated-DeltaNet layers to one full (full_attention_interval 4; Qwen/Qwen3-Next-80B-A3B).
     "qwen3_next (Gated-DeltaNet hybrid)": {
@@ -361,15 +356,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
             {"block_type": "mamba"},
             {"block_type": "attention", "sliding_window": 128},
         ],
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "head_dim": 64,
-        "mamba_num_heads": 8,
-        "mamba_head_dim": 32,
-        "ssm_state_size": 32,
-        "n_groups": 2,
-        "conv_kernel": 4,
-        "mamba_ssm_cache_dtype": "float32",
+        **NEMOTRON_H_SHAPE,
     },
     # Qwen3-Next's Gated-DeltaNet (16 key heads, 32 value heads, 128 each; Qwen/Qwen3-Next-80B-A3B).
     "qwen3_next, 80B's state (block raised)": {

@@ -38,14 +38,14 @@ POOL_BYTES = 4 << 30
 GB10_FAMILY = 120
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
-# Token ids transformers' config classes validate, which the transcriptions leave out.
+# Token ids transformers' config classes validate, where the transcriptions leave them out.
 TOKEN_IDS = {"bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 0}
 
 
 def transcribed(name: str, **fields: Any) -> dict[str, Any]:
     """A text config as third-party transcriptions of the model's config.json give it (tests/fixtures/configs/README.md;
     no official file was reachable). Nothing is allocated, so the shapes stay as published."""
-    return {**json.loads((CONFIGS / f"{name}.json").read_text()), **TOKEN_IDS, **fields}
+    return {**TOKEN_IDS, **json.loads((CONFIGS / f"{name}.json").read_text()), **fields}
 
 
 # GLM-5.3-Flash: 45 layers, KDA in three of every four, sparse MLA with the indexer's keys pooled over 4 tokens in the
