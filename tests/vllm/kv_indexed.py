@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kv_packed import engine_config, one_rank
+from kv_packed import POOL_BYTES, engine_config, engine_pool, one_rank
 
 from sparkfleet.kvcache import GroupKind, state_checkpoints
 from sparkfleet.kvindexed import indexed_geometry
@@ -33,7 +33,6 @@ from sparkfleet.localmodel import profile_from_dir
 from sparkfleet.models import Platform
 from sparkfleet.versions import VllmVersion
 
-POOL_BYTES = 4 << 30
 # GB10's compute capability family (SM 12.1).
 GB10_FAMILY = 120
 
@@ -247,16 +246,6 @@ def vllm_indexed_layout(model_dir: Path, max_model_len: int, prefix_caching: boo
     from vllm.model_executor.models import ModelRegistry
     from vllm.platforms import current_platform
     from vllm.platforms.interface import Platform
-    from vllm.v1.attention.backends.utils import (
-        get_supported_kv_cache_layouts,
-        record_kv_cache_layout,
-        resolve_kv_cache_layout,
-    )
-    from vllm.v1.core.kv_cache_utils import (
-        _get_kv_cache_bytes_per_block,
-        get_kv_cache_configs,
-        get_max_concurrency_for_kv_cache_config,
-    )
     from vllm.v1.kv_cache_interface import CircularBufferSpec, MambaSpec
 
     config = _gb10_config(model_dir, max_model_len, prefix_caching)
@@ -266,13 +255,7 @@ def vllm_indexed_layout(model_dir: Path, max_model_len: int, prefix_caching: boo
         one_rank()
         # The engine's own block sizing (CpuPlatform overrides it, the CUDA platform does not).
         Platform.update_block_size_for_backend.__func__(type(current_platform), config)  # type: ignore[attr-defined]
-        specs = _specs(config, model_cls)
-        supported = [layout.name for layout in get_supported_kv_cache_layouts(backends)]
-        layout = resolve_kv_cache_layout(config, [supported], list(specs.values()))
-        record_kv_cache_layout(config.cache_config, layout.name)
-        [kv] = get_kv_cache_configs(config, [specs], [POOL_BYTES])
-        concurrency = get_max_concurrency_for_kv_cache_config(config, kv)
-        block_bytes = _get_kv_cache_bytes_per_block(kv.kv_cache_groups, layout)
+        kv, block_bytes, concurrency = engine_pool(config, _specs(config, model_cls), backends)
     groups = []
     for group in kv.kv_cache_groups:
         first = getattr(group.kv_cache_spec, "first_spec", group.kv_cache_spec)

@@ -113,13 +113,9 @@ def one_rank() -> None:
         ensure_model_parallel_initialized(1, 1)
 
 
-def vllm_packed_layout(model_dir: Path, max_model_len: int) -> tuple[tuple[Any, ...], int]:
-    """vLLM's groups, bytes per block, blocks and concurrency for the model, and the tokens in flight it assumed."""
-    import torch
-    from vllm.config import get_layers_from_vllm_config, set_current_vllm_config
-    from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
-    from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
-    from vllm.model_executor.model_loader.utils import initialize_model
+def engine_pool(config: Any, specs: dict[str, Any], backends: Any) -> tuple[Any, int, float]:
+    """What the engine core does before it allocates (under the current vLLM config): resolve one layout from the
+    backends' and the specs', build the KV cache config for a POOL_BYTES pool, and its bytes per block and concurrency."""
     from vllm.v1.attention.backends.utils import (
         get_supported_kv_cache_layouts,
         record_kv_cache_layout,
@@ -131,6 +127,21 @@ def vllm_packed_layout(model_dir: Path, max_model_len: int) -> tuple[tuple[Any, 
         get_max_concurrency_for_kv_cache_config,
     )
 
+    supported = [layout.name for layout in get_supported_kv_cache_layouts(backends)]
+    layout = resolve_kv_cache_layout(config, [supported], list(specs.values()))
+    record_kv_cache_layout(config.cache_config, layout.name)
+    [kv] = get_kv_cache_configs(config, [specs], [POOL_BYTES])
+    return kv, _get_kv_cache_bytes_per_block(kv.kv_cache_groups, layout), get_max_concurrency_for_kv_cache_config(config, kv)
+
+
+def vllm_packed_layout(model_dir: Path, max_model_len: int) -> tuple[tuple[Any, ...], int]:
+    """vLLM's groups, bytes per block, blocks and concurrency for the model, and the tokens in flight it assumed."""
+    import torch
+    from vllm.config import get_layers_from_vllm_config, set_current_vllm_config
+    from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
+    from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+    from vllm.model_executor.model_loader.utils import initialize_model
+
     config = engine_config(model_dir, max_model_len)
     with set_current_vllm_config(config), cuda_events_on_cpu():
         one_rank()
@@ -138,12 +149,7 @@ def vllm_packed_layout(model_dir: Path, max_model_len: int) -> tuple[tuple[Any, 
             initialize_model(vllm_config=config)
         layers = get_layers_from_vllm_config(config, AttentionLayerBase)  # type: ignore[type-abstract]
         specs = {name: spec for name, layer in layers.items() if (spec := layer.get_kv_cache_spec(config)) is not None}
-        supported = [layout.name for layout in get_supported_kv_cache_layouts(get_current_attn_backends(config))]
-        layout = resolve_kv_cache_layout(config, [supported], list(specs.values()))
-        record_kv_cache_layout(config.cache_config, layout.name)
-        [kv] = get_kv_cache_configs(config, [specs], [POOL_BYTES])
-        concurrency = get_max_concurrency_for_kv_cache_config(config, kv)
-        block_bytes = _get_kv_cache_bytes_per_block(kv.kv_cache_groups, layout)
+        kv, block_bytes, concurrency = engine_pool(config, specs, get_current_attn_backends(config))
     groups = []
     for group in kv.kv_cache_groups:
         spec = group.kv_cache_spec
