@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .configdefaults import GLM5_NEXT_TYPES
+from .errors import PlanError
 from .kvcache import cdiv
 from .models import RingCache, RingKind
 
@@ -50,4 +51,8 @@ def ring_cache(text: dict[str, Any], full: int, multimodal: bool) -> RingCache |
             width = cdiv(width, 4) * 4 + 3 * 4
     else:
         return None
-    return RingCache(kind=kind, layers=full, head_size=width, group_tokens=int(group or 1), indexer_entry_bytes=entry)
+    field = "index_kpool" if kind is RingKind.KPOOL else "indexer_compress_ratio"
+    if not (isinstance(group, int) and not isinstance(group, bool) and group > 1):
+        # Both caches assert a group of more than one token (Glm5NextTailCache, QSAKeyStateCache's ring).
+        raise PlanError("model", f"{field} {group!r}: an indexed layer's raw-key ring groups at least 2 tokens")
+    return RingCache(kind=kind, layers=full, head_size=width, group_tokens=group, indexer_entry_bytes=entry)

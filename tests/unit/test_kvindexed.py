@@ -123,3 +123,13 @@ def test_qwen4_exp_on_vllm_0_33_checkpoints_both_state_kinds_on_a_64_token_grid(
     # (ple_layer.py): 64-token steps to 1600, and a checkpoint block in every state group.
     newer = on_gb10(profile(QWEN_3_8_FLASH_NEXT), "0.33.0")
     assert (newer.block_size, newer.state_blocks_per_request) == (1600, 3)
+
+
+@pytest.mark.parametrize("ratio", [None, 1, "4"])
+def test_a_qsa_config_without_a_compress_ratio_is_refused_naming_the_field(ratio: object) -> None:
+    config = {k: v for k, v in QWEN_3_8_FLASH_NEXT.items() if k != "indexer_compress_ratio"}
+    if ratio is not None:
+        config["indexer_compress_ratio"] = ratio
+    with pytest.raises(PlanError) as refused:
+        profile(config)
+    assert refused.value.variable == "model" and "indexer_compress_ratio" in refused.value.problem
