@@ -20,7 +20,7 @@ options:
   _input:
     description:
       - The unit kind (C(vllm), C(watchdog), C(ray), C(node_exporter), C(prometheus), C(drop_caches), C(front_door),
-        C(door_metrics), C(gpu_metrics), C(door_activator), C(webui), C(link_test)).
+        C(door_metrics), C(gpu_metrics), C(door_activator), C(webui), C(link_test), C(memory_guard)).
     type: str
     required: true
   platform:

@@ -11,7 +11,12 @@ import platform as pyplatform
 import re
 import sys
 
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.cuda_memory import read_cuda_memory
+
 GB10_CAPABILITY = "12.1"
+# The host's ceiling is measured again only when an idle reading moves by more than this share of CUDA's total:
+# plans follow it, and a plan that moved restarts its instance.
+CEILING_HYSTERESIS = 0.01
 
 
 def parse_meminfo(text):
@@ -205,6 +210,69 @@ def path_state(path):
     return found
 
 
+def drop_page_cache(path="/proc/sys/vm/drop_caches"):
+    """Free the page cache before CUDA's free figure is read: on GB10 CUDA counts it as used (the kernel's MemFree).
+    False where it cannot be dropped (a container's read-only /proc/sys)."""
+    try:
+        os.sync()
+        with open(path, "w", encoding="ascii") as handle:
+            handle.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def instances_running(run_command, systemctl):
+    """The sparkfleet vLLM units that are active or starting (None where systemd cannot be asked)."""
+    if not systemctl:
+        return None
+    rc, out, _err = run_command(
+        [
+            systemctl,
+            "list-units",
+            "--type=service",
+            "--state=active,activating,reloading",
+            "--plain",
+            "--no-legend",
+            "sparkfleet-vllm-*",
+        ]
+    )
+    return sorted(line.split()[0] for line in out.splitlines() if line.strip()) if rc == 0 else None
+
+
+def cuda_memory_facts(read, drop, running, ceiling_file, check_mode):
+    """CUDA's own free and total after dropping the page cache, and the host's ceiling: the most CUDA reports free
+    with no sparkfleet instance running, recorded in `ceiling_file` (on an idle host, when it moved by more than
+    CEILING_HYSTERESIS of the total; never in check mode) and read back while instances run."""
+    dropped = drop()
+    try:
+        figures = read()
+    except Exception as exc:  # a driver that cannot be read is reported, not fatal to the facts
+        return {"cuda_memory_error": str(exc), "cuda_caches_dropped": dropped}
+    facts = {
+        "cuda_free_bytes": figures["cuda_free_bytes"],
+        "cuda_total_bytes": figures["cuda_total_bytes"],
+        "cuda_caches_dropped": dropped,
+    }
+    recorded = read_json(ceiling_file) or {}
+    if running == []:
+        moved = abs(figures["cuda_free_bytes"] - recorded.get("cuda_free_bytes", 0))
+        if not recorded or moved > CEILING_HYSTERESIS * figures["cuda_total_bytes"]:
+            recorded = {
+                "cuda_free_bytes": figures["cuda_free_bytes"],
+                "cuda_total_bytes": figures["cuda_total_bytes"],
+                "caches_dropped": dropped,
+            }
+            if not check_mode:
+                directory = os.path.dirname(ceiling_file)
+                if os.path.isdir(directory):
+                    with open(ceiling_file, "w", encoding="utf-8") as handle:
+                        json.dump(recorded, handle)
+    if recorded.get("cuda_free_bytes"):
+        facts["cuda_ceiling_bytes"] = recorded["cuda_free_bytes"]
+    return facts
+
+
 def gather_host(module, params):
     """The host as the planner reads it; `params` has platform, meminfo, nvidia_smi, cuda_home, release_dir and
     release_packages. None values are dropped; C(platform) other than auto overrides what was detected."""
@@ -248,4 +316,12 @@ def gather_host(module, params):
     if params["platform"] != "auto":
         facts["detected_platform"] = facts["platform"]
         facts.update(platform=params["platform"], unified_memory=params["platform"] == "gb10")
+    # On GB10 vLLM's start check reads CUDA's own free figure: the planner and the preflight read the same one.
+    if facts["platform"] == "gb10" and facts.get("detected_platform", "gb10") == "gb10" and params.get("cuda_ceiling_file"):
+        running = instances_running(module.run_command, systemctl if os.path.isdir("/run/systemd/system") else None)
+        facts.update(
+            cuda_memory_facts(read_cuda_memory, drop_page_cache, running, params["cuda_ceiling_file"], module.check_mode)
+        )
+        if running is not None:
+            facts["running_instances"] = running
     return {key: value for key, value in facts.items() if value is not None}

@@ -50,6 +50,14 @@ options:
     description: CUDA toolkit root used to find ptxas.
     type: path
     default: /usr/local/cuda
+  cuda_ceiling_file:
+    description:
+      - On a GB10 host the facts carry CUDA's own free and total memory (cuMemGetInfo through the driver, after
+        dropping the page cache, which CUDA counts as used there), the figure vLLM's start check reads.
+      - The most CUDA reports free with no sparkfleet instance running is the host's ceiling, recorded in this file
+        (when it moved by more than 1 % of the total; never in check mode) and read back while instances run.
+        Unset, CUDA is not read.
+    type: path
   users:
     description: Accounts to look up (C(accounts.users), each its uid, gid, group, home and shell, or null).
     type: list
@@ -109,6 +117,7 @@ ansible_facts:
       description:
         - The host in the shape the planner's filters take (platform, arch, glibc, gpu_name, compute_capability,
           driver_version, cuda_version, ptxas_path, mem_total_bytes, mem_available_bytes, unified_memory,
+          cuda_free_bytes, cuda_total_bytes, cuda_ceiling_bytes (GB10, with I(cuda_ceiling_file)),
           vllm_version, vllm_capabilities, release, rdma_devices, default_target), with C(accounts), C(packages),
           C(os_packages) and C(paths) as asked.
       type: dict
@@ -144,6 +153,7 @@ def main():
             "meminfo": {"type": "path", "default": "/proc/meminfo"},
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
             "cuda_home": {"type": "path", "default": "/usr/local/cuda"},
+            "cuda_ceiling_file": {"type": "path"},
             "users": {"type": "list", "elements": "str", "default": []},
             "groups": {"type": "list", "elements": "str", "default": []},
             "packages": {"type": "list", "elements": "str", "default": []},

@@ -116,6 +116,7 @@ def memory_budget(host: HostFacts, profile: ModelProfile, intent: Intent, r: Res
     in_budget = cudagraph_memory_in_budget(r.version)
     one_request = geo.bytes_for_requests(1, r.max_model_len, r.in_flight())
     cap = mem.GB10_MAX_UTILIZATION if host.platform is Platform.GB10 else 1.0
+    measured = mem.measured_cap(host)
 
     if intent.gpu_memory_utilization is not None:
         util = intent.gpu_memory_utilization
@@ -124,6 +125,14 @@ def memory_budget(host: HostFacts, profile: ModelProfile, intent: Intent, r: Res
                 "intent.gpu_memory_utilization",
                 f"{util} is above the {cap} cap for unified memory on GB10 (OOM and Xid 43 in the field)",
                 (f"gpu_memory_utilization {cap} or less",),
+            )
+        if measured is not None and util > measured and host.cuda_ceiling_bytes and host.cuda_total_bytes:
+            raise PlanError(
+                "intent.gpu_memory_utilization",
+                f"{util} is more than vLLM's start check admits on this host: CUDA reports at most "
+                f"{host.cuda_ceiling_bytes / GIB:.2f} GiB free of {host.cuda_total_bytes / GIB:.2f} GiB with no instance "
+                f"running and the page cache dropped",
+                (f"gpu_memory_utilization {measured:.2f} or less", "stop what else holds memory on the host"),
             )
         kv_gib = util * total - nk.profiled(in_budget)
         needed_util = (nk.profiled(in_budget) + one_request / GIB) / total
@@ -138,6 +147,8 @@ def memory_budget(host: HostFacts, profile: ModelProfile, intent: Intent, r: Res
         return Budget(int(kv_gib * GIB), util, nk, reserve, baseline)
 
     planned_cap = mem.planned_utilization_cap(host.platform is Platform.GB10, intent.nodes, r.max_model_len)
+    if measured is not None:
+        planned_cap = min(planned_cap, measured)
     usable = min(planned_cap * total, total - reserve - baseline)
     room_for_kv = usable - nk.total
     if intent.profile is ServeProfile.THROUGHPUT:

@@ -48,6 +48,7 @@ class UnitKind(str, Enum):
     DOOR_ACTIVATOR = "door_activator"  # starts and stops the door's on-demand instances: talks to systemd
     WEBUI = "webui"  # Open WebUI, the optional chat UI: Python, its own user and accounts, talks to the door on loopback
     LINK_TEST = "link_test"  # the link doctor's bandwidth server or client (ib_write_bw / iperf3), for one test
+    MEMORY_GUARD = "memory_guard"  # keeps MemAvailable's floor: reads /proc and the cgroups, stops instances
 
 
 class Directive(Strict):
@@ -244,6 +245,19 @@ def sandbox(
             _d("PrivateDevices", "yes", "no physical devices"),
             _d("PrivateNetwork", "yes", "no network at all"),
             _d("RestrictAddressFamilies", "AF_UNIX", "no network sockets"),
+            _d("IPAddressDeny", "any", "no network at all"),
+            _d("SystemCallFilter", "@system-service", "only the system calls services use"),
+            _d("SystemCallErrorNumber", "EPERM", "a filtered system call fails instead of killing the process"),
+        ]
+    if kind is UnitKind.MEMORY_GUARD:
+        return [
+            *out,
+            _d("RuntimeDirectory", "sparkfleet-memory-guard", "what it did, for the doctor and the tests"),
+            _d("RuntimeDirectoryPreserve", "yes", "its record of stops survives its own restart"),
+            _d("MemoryDenyWriteExecute", "yes", "no writable+executable memory"),
+            _d("PrivateDevices", "yes", "no physical devices: it reads /proc/meminfo and the cgroup tree"),
+            _d("PrivateNetwork", "yes", "no network at all"),
+            _d("RestrictAddressFamilies", "AF_UNIX", "systemd's bus only"),
             _d("IPAddressDeny", "any", "no network at all"),
             _d("SystemCallFilter", "@system-service", "only the system calls services use"),
             _d("SystemCallErrorNumber", "EPERM", "a filtered system call fails instead of killing the process"),

@@ -10,7 +10,8 @@ from pydantic import Field, field_validator
 
 from . import memory as mem
 from .errors import InfeasibleError, PlanError
-from .models import WILDCARDS, HostFacts, Intent, ModelProfile, NodePlacement, Platform, ServePlan, Strict
+from .memguard import GuardPlan, guard_plan
+from .models import GIB, WILDCARDS, HostFacts, Intent, ModelProfile, NodePlacement, Platform, ServePlan, Strict
 from .planner import plan
 
 # Instance names become unit names (sparkfleet-vllm-<name>.service) and directory names.
@@ -111,6 +112,8 @@ class HostPlan(Strict):
     ranks: dict[str, ServePlan] = Field(default_factory=dict)
     # What on-demand instances may hold together beside the always-on ones; the activator keeps to it.
     on_demand_budget_gib: float = 0.0
+    # The host memory guard's floors and each instance's start figures (sparkfleet.memguard).
+    memory_guard: GuardPlan | None = None
 
 
 def footprint_gib(served: ServePlan) -> float:
@@ -195,6 +198,34 @@ def on_socket(request: InstanceRequest) -> bool:
     return request.placement is None and request.intent.nodes == 1
 
 
+def _admit_starts(host: HostFacts, requests: list[InstanceRequest], plans: dict[str, ServePlan], label: str) -> None:
+    """On GB10, refuse before any host changes the always-on instances that this run would start and vLLM's start
+    check would refuse: together they need utilization x CUDA's total of the free figure CUDA reported (after the
+    page cache was dropped). Running ones are restarted in place, giving back their own share first."""
+    if host.cuda_free_bytes is None or host.cuda_total_bytes is None or host.running_instances is None:
+        return
+    need = 0.0
+    for index, request in enumerate(requests):
+        if request.on_demand or f"sparkfleet-vllm-{request.name}.service" in host.running_instances:
+            continue
+        utilization = plans[request.name].gpu_memory_utilization
+        need += utilization * host.cuda_total_bytes
+        if need > host.cuda_free_bytes:
+            fits = int(100 * host.cuda_free_bytes / host.cuda_total_bytes) / 100
+            raise InfeasibleError(
+                f"{label}[{index}] ({request.name})",
+                f"vLLM's start check would refuse it: CUDA reports {host.cuda_free_bytes / GIB:.2f} GiB free of "
+                f"{host.cuda_total_bytes / GIB:.2f} GiB with the page cache dropped (CUDA counts it as used on GB10), "
+                f"and starting it{'' if need == utilization * host.cuda_total_bytes else ' with the others it starts'} "
+                f"needs {need / GIB:.2f} GiB (gpu_memory_utilization {utilization:.2f} x the total)",
+                (
+                    "stop what else holds memory on the host (another vLLM, containers, a desktop)",
+                    f"gpu_memory_utilization {fits:.2f} or less",
+                    "on_demand: true (the door starts it when asked, stopping idle ones first)",
+                ),
+            )
+
+
 def plan_host(
     host: HostFacts, requests: list[InstanceRequest], label: str = "instances", behind_door: bool = False
 ) -> HostPlan:
@@ -258,6 +289,7 @@ def plan_host(
                 "an on-demand instance must fit beside them on its own",
                 ("a smaller max_context or concurrency on it", "on_demand: true on an always-on instance too"),
             )
+    _admit_starts(host, requests, plans, label)
     peak = used + max(switched.values(), default=0.0)
     headless = {r.name for r in requests if r.headless}
     return HostPlan(
@@ -280,4 +312,8 @@ def plan_host(
             if r.on_demand
         },
         on_demand_budget_gib=round(usable - used, 2),
+        memory_guard=guard_plan(
+            host.platform,
+            {r.name: (plans[r.name], footprint_gib(plans[r.name]), r.on_demand) for r in requests},
+        ),
     )

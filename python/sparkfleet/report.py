@@ -24,11 +24,13 @@ def render_report(plan: ServePlan) -> str:
         f"  --gpu-memory-utilization {plan.gpu_memory_utilization:.2f}   "
         f"--kv-cache-memory-bytes {plan.kv_cache_memory_bytes:,}",
         f"  needs {plan.required_available_bytes / GIB:.1f} GiB MemAvailable at start; "
-        f"MemoryMax={plan.systemd.memory_max} MemorySwapMax={plan.systemd.memory_swap_max}",
+        f"MemoryMax={plan.systemd.memory_max} MemorySwapMax={plan.systemd.memory_swap_max} (host-side RAM only: "
+        "on GB10 cgroups do not see GPU allocations, the host memory guard keeps MemAvailable's floor)",
+        f"  starts within {plan.start_budget_s} s (the watchdog waits it out; the unit's start timeout is at least this)",
         f"  loads the checkpoint {plan.load_strategy.value}"
         + (f", holding {m.load_transient:.2f} GiB beside the weights while it loads" if m.load_transient else "")
         + (
-            f"; MemoryMax holds {m.first_start_compile:.0f} GiB of first-start kernel compiles"
+            f"; first-start kernel compiles may hold {m.first_start_compile:.0f} GiB of host RAM beside it"
             if m.first_start_compile
             else ""
         ),

@@ -246,3 +246,52 @@ def test_an_instance_on_its_socket_is_seen_listening_and_read_through_the_probes
         assert made.listening("chat")
     finally:
         listener.close()
+
+
+def test_the_hosts_live_memory_admits_a_start_idle_ones_stop_first_else_503_names_the_shortfall(
+    board: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 45: the plan's budget is not enough; the host's live figure must admit the start too."""
+    guard = load_file("roles/vllm_serve/files/sparkfleet_memory_guard.py")
+    gib = 1 << 30
+    (tmp_path / "memory-guard.json").write_text(
+        json.dumps(
+            {
+                "platform": "cpu",
+                "floor_starting_bytes": 2 * gib,
+                "floor_serving_bytes": gib,
+                "instances": {
+                    name: {"unit": f"sparkfleet-vllm-{name}.service", "footprint_bytes": need * gib,
+                           "required_available_bytes": need * gib, "gpu_memory_utilization": 0.1, "start_budget_s": 300}
+                    for name, need in (("coder", 22), ("chat", 14), ("embed", 6))
+                },
+            }
+        )
+    )  # fmt: skip
+    given_back = {"chat": 14 * gib, "embed": 6 * gib}
+    available = {"now": 20 * gib}
+    monkeypatch.setattr(guard, "read_meminfo", lambda path="/proc/meminfo": {"MemAvailable": available["now"]})
+    monkeypatch.setattr(activator.time, "sleep", lambda seconds: None)
+
+    def on(made: Any) -> Any:
+        made.guard, made.guard_table, made._guard = "guard.py", str(tmp_path / "memory-guard.json"), guard
+        stop = made.stop
+
+        def stop_and_give_back(name: str, why: str) -> None:
+            stop(name, why)
+            available["now"] += given_back[name]
+
+        made.stop = stop_and_give_back
+        return made
+
+    # 20 GiB free, coder takes 22 and the floor is 1: stopping embed (used longest ago) gives back 6, and that is enough.
+    made = on(board(active=("chat", "embed"), budget=100.0))
+    made.used.update(chat=100.0, embed=50.0)
+    assert made.ensure("coder")[0] == 200
+    assert made.systemd.verbs("stop") == ["embed"] and made.systemd.verbs("start") == ["coder"]
+    # Nothing idle to stop: 503 naming the figures, and nothing starts into the squeeze.
+    available["now"] = 10 * gib
+    made = on(board(active=("chat",), busy=("chat",), budget=100.0))
+    status, body = made.ensure("coder")
+    assert status == 503 and made.systemd.verbs("start") == [] and made.systemd.verbs("stop") == []
+    assert "coder is not started: MemAvailable 10.00 GiB less the 22.00 GiB it takes at start" in body["reason"]

@@ -34,6 +34,13 @@ class HostFacts(Strict):
     ptxas_path: str | None = None
     mem_total_bytes: Annotated[int, Field(gt=0)]
     mem_available_bytes: Annotated[int, Field(ge=0)] | None = None
+    # GB10: CUDA's own figures (cuMemGetInfo after dropping the page cache), what vLLM's start check reads; the
+    # ceiling is the most CUDA reported free with no sparkfleet instance running (host_facts' cuda_ceiling_file).
+    cuda_free_bytes: Annotated[int, Field(ge=0)] | None = None
+    cuda_total_bytes: Annotated[int, Field(gt=0)] | None = None
+    cuda_ceiling_bytes: Annotated[int, Field(ge=0)] | None = None
+    # The sparkfleet vLLM units active or starting when CUDA was read (their memory is in use in cuda_free_bytes).
+    running_instances: tuple[str, ...] | None = None
     unified_memory: bool = True
     vllm_version: str | None = None
     # Capabilities the release declares beyond its base version (a fork); versions.CAPABILITIES.

@@ -122,6 +122,8 @@ class ServePlan(Strict):
     headless: bool = False
     # The largest request body the front door forwards to it (sparkfleet.requestsize).
     max_request_mib: int = 32
+    # Seconds a start may take (sparkfleet.memguard.start_budget_s); 0 in a plan written before it was planned.
+    start_budget_s: int = 0
 
     @model_validator(mode="after")
     def _argv_is_made_from_the_flags(self) -> ServePlan:

@@ -109,6 +109,26 @@ ALERTS: tuple[Alert, ...] = (
         f"{SEED_VLLM_BLOG} and {SEED_SM121}: unified memory; the OS, page cache and vLLM share one pool",
     ),
     Alert(
+        "SparkfleetMemoryGuardStopped",
+        "increase(sparkfleet_memory_guard_stops_total[15m])",
+        "> 0",
+        "down_for",
+        "critical",
+        "the memory guard on {{ $labels.sparkfleet_host }} stopped {{ $labels.sparkfleet_instance }}: MemAvailable fell"
+        " under its floor (journalctl -u sparkfleet-memory-guard says the figures)",
+        "Blackwellboy/model-serving-minefield#57: on GB10 cgroups do not see GPU allocations; the guard stops an"
+        " instance before the host hangs on unified-memory exhaustion",
+    ),
+    Alert(
+        "SparkfleetMemoryGuardSilent",
+        "time() - sparkfleet_memory_guard_last_check_timestamp_seconds",
+        "> 60",
+        "down_for",
+        "critical",
+        "the memory guard on {{ $labels.sparkfleet_host }} has not read MemAvailable for {{ $value | humanizeDuration }}",
+        "nothing else keeps a GB10 from wedging when an instance overruns its plan (MemoryMax does not see GPU memory)",
+    ),
+    Alert(
         "SparkfleetTtftHigh",
         "sparkfleet:vllm_ttft_seconds:p95_5m",
         "> {th.ttft_p95_seconds}",

@@ -52,8 +52,9 @@ def platform_env(s: Settings) -> list[Entry]:
             "MAX_JOBS",
             str(s.jit_jobs),
             reason=f"the first start JIT-compiles kernels, up to {mem.JIT_PROCESS_GIB:g} GiB per compile: "
-            f"{s.jit_jobs} at once fit the headroom, and MemoryMax holds them (unset, ninja runs one per core); the "
-            "release has no prebuilt FlashInfer kernels for its version",
+            f"{s.jit_jobs} at once fit the headroom (unset, ninja runs one per core); MemoryMax bounds their host RAM "
+            "(the compilers run on the CPU), never what the GPU allocates; the release has no prebuilt FlashInfer "
+            "kernels for its version",
             source=mem.JIT_SOURCE,
         )
     )

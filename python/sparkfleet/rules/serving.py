@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from .. import memory as mem
 from ..models import (
+    GIB,
     CheckpointFormat,
     ClusterBackend,
     NodePlacement,
@@ -11,6 +13,17 @@ from ..models import (
 from ..sources import SEED_GUIDE, SEED_NANO, SEED_SM121, SEED_VLLM_BLOG, vllm
 from ..versions import has_flag
 from .base import Entry, Settings, arg, env, is_gb10
+
+
+def _ceiling_note(s: Settings) -> str:
+    """How the host's measured ceiling bounds the plan, when host facts carry one."""
+    cap = mem.measured_cap(s.host)
+    if cap is None or s.host.cuda_ceiling_bytes is None or s.host.cuda_total_bytes is None:
+        return ""
+    return (
+        f" and at most {cap:.2f} on this host, whose measured ceiling is {s.host.cuda_ceiling_bytes / GIB:.2f} GiB free "
+        f"of {s.host.cuda_total_bytes / GIB:.2f} GiB as CUDA reports it (1 GiB kept for what grows before the start)"
+    )
 
 
 def served_identity(s: Settings) -> list[Entry]:
@@ -105,11 +118,12 @@ def memory_flags(s: Settings) -> list[Entry]:
             arg(
                 "--gpu-memory-utilization",
                 f"{s.gpu_memory_utilization:.2f}",
-                reason="vLLM refuses to start unless host MemAvailable >= this share of unified "
-                "memory; set to the plan's footprint, planned at most 0.87 (0.82 for a 131K context across "
-                "Sparks), never above 0.90",
+                reason="vLLM refuses to start unless the free memory CUDA reports (on GB10 the kernel's MemFree: "
+                "the page cache counts as used, so it is dropped right before each start) is at least this share of "
+                "CUDA's total; set to the plan's footprint, planned at most 0.87 (0.82 for a 131K context across "
+                "Sparks)" + _ceiling_note(s) + ", never above 0.90",
                 source=f"{vllm('§1.2, §1.4')}; {SEED_SM121} (0.85-0.87 safe, 0.82 stopped Xid 43 at 131K on two "
-                "nodes, never exceed 0.90)",
+                f"nodes, never exceed 0.90); {mem.CEILING_SOURCE}",
             )
         )
     if s.kv_cache_dtype == "fp8":

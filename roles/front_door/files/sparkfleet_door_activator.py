@@ -4,9 +4,11 @@ nginx asks GET /ensure/<instance> (over a unix socket only nginx's workers and r
 proxies a request for an on-demand model. The answer is 200 once the instance is up and has passed its
 readiness check (the probe's known-answer check: ready means right), else 503 with the reason after the
 plan's wait. To make room it stops idle on-demand instances, least recently used first, until the new
-one fits in the plan's on-demand budget; never a busy one and never an always-on one (they are not in
-its table). A thread stops each on-demand instance that has had no request for its idle_stop_after_s
-and has none running. The request path stays in nginx; this process only talks to systemd.
+one fits in the plan's on-demand budget and the host's live figure admits it (the memory guard's start
+admission: MemAvailable less what the start takes stays above the guard's floor); never a busy one and
+never an always-on one (they are not in its table). What still does not fit is answered 503 naming the
+shortfall: nothing starts into a squeeze. A thread stops each on-demand instance that has had no
+request for its idle_stop_after_s and has none running. The request path stays in nginx; this process only talks to systemd.
 
 Socket-activated by systemd (LISTEN_FDS); Python's standard library only.
 """
@@ -48,13 +50,17 @@ def load_probe(path: str) -> ModuleType:
 class Switchboard:
     """The on-demand instances of the door plan, when each was last asked for, and their locks."""
 
-    def __init__(self, table: dict[str, Any], config_dir: str, probe: str) -> None:
+    def __init__(self, table: dict[str, Any], config_dir: str, probe: str, guard: str | None = None) -> None:
         self.budget = float(table["budget_gib"])
         self.wait = float(table["wait_s"])
         self.instances: dict[str, dict[str, Any]] = table["instances"]
         self.config_dir = config_dir
         self.probe = probe
         self._client: ModuleType | None = None
+        # The memory guard's program and table (vllm_serve): the live admission of a start.
+        self.guard = guard
+        self.guard_table = os.path.join(config_dir, "memory-guard.json")
+        self._guard: ModuleType | None = None
         self.used = {name: 0.0 for name in self.instances}
         self.ready = dict.fromkeys(self.instances, False)
         self.locks = {name: threading.Lock() for name in self.instances}
@@ -134,6 +140,37 @@ class Switchboard:
             f"{', '.join(busy)} {'is' if len(busy) == 1 else 'are'} serving requests"
         )
 
+    def shortfall(self, name: str) -> str | None:
+        """Why the host cannot take the instance's start now (the memory guard's admission), or None."""
+        if not self.guard or not os.path.exists(self.guard_table):
+            return None
+        if self._guard is None:
+            self._guard = load_probe(self.guard)
+        guard = self._guard
+        table = guard.load_table(self.guard_table)
+        if name not in table["instances"]:
+            return None
+        # CUDA's own figure is checked again by the unit's start (this process has no GPU device).
+        problems = guard.admission(table, name, guard.read_meminfo(), None)
+        return "; ".join(problems) or None
+
+    def admit_live(self, name: str) -> str | None:
+        """Stop idle on-demand instances until the host's live figure admits `name`; the shortfall if it cannot."""
+        refused = self.shortfall(name)
+        running = [n for n in self.instances if n != name and self.state(n) in ("active", "activating", "reloading")]
+        for other in sorted(running, key=lambda n: self.used[n]):
+            if refused is None:
+                break
+            if self.in_flight(other) > 0 or not self.locks[other].acquire(blocking=False):
+                continue
+            try:
+                self.stop(other, f"idle, to make room for {name} on this host's live memory: {refused}")
+            finally:
+                self.locks[other].release()
+            time.sleep(1)  # the stopped instance's pages come back to MemAvailable
+            refused = self.shortfall(name)
+        return refused
+
     def readiness(self, name: str, timeout: float) -> dict[str, Any]:
         """The probe's readiness check of the instance (health, then the known-answer check)."""
         unit = self.instances[name]["unit"]
@@ -163,9 +200,10 @@ class Switchboard:
             self.ready[name] = False
             if self.state(name) not in ("active", "activating", "reloading"):
                 with self.room:
-                    refused = self.make_room(name)
+                    refused = self.make_room(name) or self.admit_live(name)
                     if refused:
-                        return 503, {"instance": name, "reason": refused}
+                        log(f"not starting {name}: {refused}")
+                        return 503, {"instance": name, "reason": f"{name} is not started: {refused}"}
                     log(f"starting {name} for a request")
                     subprocess.run(["systemctl", "start", "--no-block", self.instances[name]["unit"]], check=False)
             verdict = self.readiness(name, self.wait - (time.monotonic() - began))
@@ -251,9 +289,10 @@ def main() -> None:
     parser.add_argument("table", help="the door plan's activator table (JSON)")
     parser.add_argument("--config-dir", required=True, help="where each instance's plan.json and env file are")
     parser.add_argument("--probe", required=True, help="sparkfleet_probe.py")
+    parser.add_argument("--guard", help="sparkfleet_memory_guard.py (its start admission, on the host's live figures)")
     args = parser.parse_args()
     with open(args.table, encoding="utf-8") as handle:
-        Handler.board = Switchboard(json.load(handle), args.config_dir, args.probe)
+        Handler.board = Switchboard(json.load(handle), args.config_dir, args.probe, args.guard)
     server = Server(("", 0), Handler, bind_and_activate=False)
     server.socket.close()
     server.socket = listener()

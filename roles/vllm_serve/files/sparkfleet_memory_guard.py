@@ -1,0 +1,309 @@
+"""The host memory guard of a sparkfleet host, and the start admission of its vLLM instances.
+
+watch   keep MemAvailable above the plan's floor (memory-guard.json, sparkfleet.memguard): under the floor
+        (the starting floor while an instance starts, the serving floor otherwise) stop the sparkfleet instance
+        that is starting, else the one holding the most, and never anything else (sshd, the door, monitoring
+        are not in its table). On GB10 the GPU's allocations are host memory that cgroups do not see, so
+        MemoryMax cannot do this. One journal line per stop names the floor, the figure and the instance; the
+        state file and node_exporter's textfile carry the same. A stopped instance is stopped, not failed:
+        systemd does not restart it, and its next start must pass `admit`.
+admit   one instance's start (its unit's ExecStartPre, and the door's activator): refused, naming both figures,
+        when MemAvailable less what the start takes would fall under the serving floor, and on GB10 when CUDA's
+        own free figure (the kernel's MemFree there: page cache counts as used) is below utilization x CUDA's
+        total, the check vLLM makes at start.
+Python's standard library only; on GB10 CUDA's figures come from sparkfleet_cuda_memory.py beside this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+GIB = 1024**3
+STATE_DIR = "/run/sparkfleet"
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def gib(value: float) -> str:
+    return f"{value / GIB:.2f} GiB"
+
+
+def read_meminfo(path: str = "/proc/meminfo") -> dict[str, int]:
+    values: dict[str, int] = {}
+    with open(path, encoding="ascii") as handle:
+        for line in handle:
+            name, _, rest = line.partition(":")
+            fields = rest.split()
+            if fields and fields[0].isdigit():
+                values[name] = int(fields[0]) * (1024 if fields[1:] == ["kB"] else 1)
+    return values
+
+
+def load_table(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as handle:
+        table: dict[str, Any] = json.load(handle)
+    return table
+
+
+def unit_states(units: list[str]) -> dict[str, dict[str, str]]:
+    """systemctl show of several units in one call: their properties, by unit."""
+    if not units:
+        return {}
+    props = ["Id", "ActiveState", "ActiveEnterTimestampMonotonic", "ControlGroup"]
+    out = subprocess.run(
+        ["systemctl", "show", *units, *(f"--property={p}" for p in props)], capture_output=True, text=True, check=False
+    ).stdout
+    states: dict[str, dict[str, str]] = {}
+    for block in out.strip().split("\n\n"):
+        values = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        if values.get("Id"):
+            states[values["Id"]] = values
+    return states
+
+
+def cgroup_bytes(control_group: str) -> int:
+    """What the unit's cgroup holds (host-side RAM only: on GB10 the GPU's allocations are not in it)."""
+    if not control_group:
+        return 0
+    try:
+        with open(f"/sys/fs/cgroup{control_group}/memory.current", encoding="ascii") as handle:
+            return int(handle.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def seen_ready(name: str, since: float, state_dir: str = STATE_DIR) -> bool:
+    """Whether the instance's watchdog or readiness check saw it answer right since this start."""
+    for path in (f"{state_dir}/watchdog-{name}.json", f"{state_dir}/start-{name}.json"):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                state = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        if state.get("since") == since and (state.get("ready_seen") or state.get("answer_s") is not None):
+            return True
+    return False
+
+
+def instances_now(table: dict[str, Any], now: float) -> list[dict[str, Any]]:
+    """Each running instance: its name, unit, whether it is starting, how long since its start and what it holds."""
+    instances = table["instances"]
+    states = unit_states([spec["unit"] for spec in instances.values()])
+    running = []
+    for name, spec in instances.items():
+        state = states.get(spec["unit"], {})
+        if state.get("ActiveState") not in ("active", "activating", "reloading"):
+            continue
+        since = int(state.get("ActiveEnterTimestampMonotonic") or 0) / 1e6
+        age = now - since if since else 0.0
+        starting = state.get("ActiveState") == "activating" or (age < spec["start_budget_s"] and not seen_ready(name, since))
+        held = max(int(spec["footprint_bytes"]), cgroup_bytes(state.get("ControlGroup", "")))
+        running.append({"name": name, "unit": spec["unit"], "starting": starting, "age": age, "held": held})
+    return running
+
+
+def victim(running: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The starting instance (the one holding the most if several start), else the one holding the most."""
+    starting = [r for r in running if r["starting"]]
+    pool = starting or running
+    return max(pool, key=lambda r: (r["held"], -r["age"])) if pool else None
+
+
+def floor_for(table: dict[str, Any], running: list[dict[str, Any]]) -> tuple[int, str]:
+    if any(r["starting"] for r in running):
+        return int(table["floor_starting_bytes"]), "starting"
+    return int(table["floor_serving_bytes"]), "serving"
+
+
+def write_atomic(path: str, text: str) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def metrics_text(state: dict[str, Any]) -> str:
+    lines = [
+        "# HELP sparkfleet_memory_guard_memavailable_bytes MemAvailable at the guard's last reading",
+        "# TYPE sparkfleet_memory_guard_memavailable_bytes gauge",
+        f"sparkfleet_memory_guard_memavailable_bytes {state['memavailable_bytes']}",
+        "# HELP sparkfleet_memory_guard_floor_bytes the MemAvailable floor in force (starting or serving)",
+        "# TYPE sparkfleet_memory_guard_floor_bytes gauge",
+        f'sparkfleet_memory_guard_floor_bytes{{phase="{state["phase"]}"}} {state["floor_bytes"]}',
+        "# HELP sparkfleet_memory_guard_last_check_timestamp_seconds when the guard last read MemAvailable",
+        "# TYPE sparkfleet_memory_guard_last_check_timestamp_seconds gauge",
+        f"sparkfleet_memory_guard_last_check_timestamp_seconds {state['checked_at']:.0f}",
+        "# HELP sparkfleet_memory_guard_stops_total instances the guard stopped under the floor",
+        "# TYPE sparkfleet_memory_guard_stops_total counter",
+    ]
+    stops = state["stops"]
+    lines += [
+        f'sparkfleet_memory_guard_stops_total{{sparkfleet_instance="{n}"}} {s["count"]}' for n, s in sorted(stops.items())
+    ]
+    lines += [
+        "# HELP sparkfleet_memory_guard_last_stop_timestamp_seconds when the guard last stopped the instance",
+        "# TYPE sparkfleet_memory_guard_last_stop_timestamp_seconds gauge",
+    ]
+    lines += [
+        f'sparkfleet_memory_guard_last_stop_timestamp_seconds{{sparkfleet_instance="{n}"}} {s["at"]:.0f}'
+        for n, s in sorted(stops.items())
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class Guard:
+    def __init__(self, table_path: str, state_path: str, textfile: str | None, meminfo: str) -> None:
+        self.table_path, self.state_path, self.textfile, self.meminfo = table_path, state_path, textfile, meminfo
+        self.table: dict[str, Any] = {}
+        self.mtime = 0.0
+        self.settle_until = 0.0
+        self.state: dict[str, Any] = {"stops": {}}
+        try:
+            with open(state_path, encoding="utf-8") as handle:
+                self.state["stops"] = json.load(handle).get("stops", {})
+        except (OSError, ValueError):
+            pass
+
+    def reload(self) -> None:
+        mtime = os.stat(self.table_path).st_mtime
+        if mtime != self.mtime:
+            self.table, self.mtime = load_table(self.table_path), mtime
+            log(
+                f"memory guard: floors {gib(self.table['floor_starting_bytes'])} starting, "
+                f"{gib(self.table['floor_serving_bytes'])} serving; "
+                f"watching {', '.join(self.table['instances']) or 'no instance'}"
+            )
+
+    def check(self) -> None:
+        self.reload()
+        now_mono, now = time.monotonic(), time.time()
+        available = read_meminfo(self.meminfo)["MemAvailable"]
+        running = instances_now(self.table, now_mono)
+        floor, phase = floor_for(self.table, running)
+        self.state.update(memavailable_bytes=available, floor_bytes=floor, phase=phase, checked_at=now)
+        # After a stop, the stopped instance's pages take a moment to come back: wait, unless far under the floor.
+        if available < floor and (now_mono >= self.settle_until or available < floor / 2):
+            self.stop(victim(running), available, floor, phase, now)
+            self.settle_until = time.monotonic() + float(self.table.get("settle_s", 5))
+        self.publish()
+
+    def stop(self, chosen: dict[str, Any] | None, available: int, floor: int, phase: str, now: float) -> None:
+        if chosen is None:
+            log(
+                f"memory guard: MemAvailable {gib(available)} is under the {gib(floor)} {phase} floor and no sparkfleet "
+                "instance runs: nothing of ours to stop"
+            )
+            return
+        why = "starting" if chosen["starting"] else "holding the most"
+        log(
+            f"memory guard: MemAvailable {gib(available)} is under the {gib(floor)} {phase} floor; stopping "
+            f"{chosen['unit']} ({why}: {gib(chosen['held'])}, {chosen['age']:.0f} s since its start). It stays "
+            "stopped until its next start is admitted (sparkfleet_memory_guard.py admit)"
+        )
+        subprocess.run(["systemctl", "stop", "--no-block", chosen["unit"]], check=False)
+        record = self.state["stops"].setdefault(chosen["name"], {"count": 0})
+        record.update(
+            count=record["count"] + 1,
+            at=now,
+            memavailable_bytes=available,
+            floor_bytes=floor,
+            phase=phase,
+            starting=chosen["starting"],
+            unit=chosen["unit"],
+        )
+
+    def publish(self) -> None:
+        write_atomic(self.state_path, json.dumps(self.state) + "\n")
+        if self.textfile and os.path.isdir(os.path.dirname(self.textfile)):
+            write_atomic(self.textfile, metrics_text(self.state))
+
+    def run(self) -> None:
+        while True:
+            try:
+                self.check()
+            except (OSError, ValueError, KeyError) as exc:  # one bad reading must not end the guard
+                log(f"memory guard: check failed: {type(exc).__name__}: {exc}")
+            time.sleep(float(self.table.get("interval_s", 1.0)) if self.table else 1.0)
+
+
+def cuda_figures() -> tuple[int, int]:
+    """(free, total) as CUDA's driver reports them (sparkfleet_cuda_memory.py beside this file)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import sparkfleet_cuda_memory  # only GB10 hosts have the driver library it loads
+
+    read = sparkfleet_cuda_memory.read_cuda_memory()
+    return int(read["cuda_free_bytes"]), int(read["cuda_total_bytes"])
+
+
+def admission(table: dict[str, Any], name: str, meminfo: dict[str, int], cuda: tuple[int, int] | None) -> list[str]:
+    """Why the instance may not start now ([] when it may): the figures that refuse it and the fix."""
+    spec = table["instances"][name]
+    problems = []
+    cache = meminfo.get("Cached", 0) + meminfo.get("Buffers", 0)
+    if cuda is not None:
+        free, total = cuda
+        need = spec["gpu_memory_utilization"] * total
+        if free < need:
+            problems.append(
+                f"CUDA reports {gib(free)} free of {gib(total)} and vLLM needs utilization "
+                f"{spec['gpu_memory_utilization']} x {gib(total)} = {gib(need)}; the page cache holds {gib(cache)}, "
+                "which CUDA counts as used on GB10: drop caches (systemctl start sparkfleet-drop-caches), stop what "
+                f"else holds memory, or plan gpu_memory_utilization {int(free / total * 100) / 100:.2f} or less"
+            )
+    available = meminfo.get("MemAvailable", 0)
+    after = available - int(spec["required_available_bytes"])
+    floor = int(table["floor_serving_bytes"])
+    if after < floor:
+        problems.append(
+            f"MemAvailable {gib(available)} less the {gib(spec['required_available_bytes'])} it takes at start leaves "
+            f"{gib(after)}, under the memory guard's {gib(floor)} floor (page cache {gib(cache)}): stop another "
+            "instance or whatever else holds memory, or plan a smaller footprint"
+        )
+    return problems
+
+
+def admit(args: argparse.Namespace) -> None:
+    table = load_table(args.table)
+    if args.name not in table["instances"]:
+        sys.exit(f"{args.name} is not in {args.table}")
+    cuda = None
+    if table.get("platform") == "gb10":
+        try:
+            cuda = cuda_figures()
+        except Exception as exc:  # a driver that cannot be read refuses the start: vLLM could not start either
+            sys.exit(f"sparkfleet: start of {args.name} refused: CUDA's free memory cannot be read ({exc})")
+    problems = admission(table, args.name, read_meminfo(args.meminfo), cuda)
+    if problems:
+        sys.exit(f"sparkfleet: start of {args.name} refused: " + "; ".join(problems))
+    print(f"sparkfleet: start of {args.name} admitted")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    watch = sub.add_parser("watch", help="keep MemAvailable above the floor")
+    watch.add_argument("table", help="memory-guard.json (the host plan's memory_guard)")
+    watch.add_argument("--state", default=f"{STATE_DIR}-memory-guard/state.json", help="what it did, as JSON")
+    watch.add_argument("--textfile", help="node_exporter textfile to write its metrics to")
+    watch.add_argument("--meminfo", default="/proc/meminfo")
+    check = sub.add_parser("admit", help="refuse a start that would squeeze the host")
+    check.add_argument("table")
+    check.add_argument("name")
+    check.add_argument("--meminfo", default="/proc/meminfo")
+    args = parser.parse_args()
+    if args.command == "admit":
+        admit(args)
+        return
+    Guard(args.table, args.state, args.textfile, args.meminfo).run()
+
+
+if __name__ == "__main__":
+    main()
