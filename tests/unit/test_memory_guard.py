@@ -129,6 +129,8 @@ def test_under_the_floor_it_stops_the_starting_instance_not_the_larger_one(
     )
     metrics = host["textfile"].read_text()
     assert 'sparkfleet_memory_guard_stops_total{sparkfleet_instance="small"} 1' in metrics
+    # An instance never stopped has its count too (0), so the alert's increase() sees the first stop.
+    assert 'sparkfleet_memory_guard_stops_total{sparkfleet_instance="big"} 0' in metrics
     assert 'sparkfleet_memory_guard_floor_bytes{phase="starting"} 2147483648' in metrics
 
 

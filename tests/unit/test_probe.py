@@ -51,12 +51,14 @@ class FakeHost:
         return "ok"
 
     def run(self, argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
-        self.restarts.append(argv)
+        if argv[0] == "systemctl":  # the journal's reading of an overrun start finds nothing here
+            self.restarts.append(argv)
         return subprocess.CompletedProcess(argv, 0, "", "")
 
 
 def watchdog(tmp_path: Path, now: float, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(probe.time, "monotonic", lambda: now)
+    monkeypatch.setattr(probe, "record_start", lambda args, since, answered: None)
     args = SimpleNamespace(unit="u.service", state=str(tmp_path / "state.json"), deadline=10, failures=2, start_grace=900)
     probe.watchdog(args, {}, None)
     path = tmp_path / "state.json"
@@ -306,3 +308,74 @@ def test_the_bench_relay_carries_loopback_connections_to_the_socket(unix_server:
             assert reply.read() == b"ok"
     finally:
         server.close()
+
+
+start = load_file("roles/vllm_serve/files/sparkfleet_start.py")
+# A GB10 start's journal as vLLM 0.33 and FlashInfer 0.7 log it (vllm/logger.py's prefix; FlashInfer's own logger).
+GB10_START = [
+    (1.8, "(APIServer pid=7) INFO 11-28 10:00:01 [api_utils.py:347]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.33.0"),
+    (9.0, "(Worker pid=9) INFO 11-28 10:00:09 [gpu_model_runner.py:4410] Starting to load model nvidia/Qwen3.6-35B-A3B-NVFP4..."),
+    (95.0, "(Worker pid=9) INFO 11-28 10:01:35 [default_loader.py:501] Loading weights took 84.12 seconds"),
+    (96.0, "(Worker pid=9) INFO 11-28 10:01:36 [backends.py:622] Dynamo bytecode transform time: 6.02 s"),
+    (97.0, "2026-11-28 10:01:37,120 - INFO - core.py:594 - flashinfer.jit: Building JIT module fused_moe_120; this can take several minutes on first use."),
+    (700.0, "2026-11-28 10:11:40,004 - INFO - core.py:594 - flashinfer.jit: Building JIT module gdn_prefill_sm120; this can take several minutes on first use."),
+    (1100.0, "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|██████████| 51/51"),
+    (1104.0, "(Worker pid=9) INFO 11-28 10:18:24 [gpu_model_runner.py:5203] Graph capturing finished in 4 secs, took 0.61 GiB"),
+    (1106.0, "(EngineCore pid=8) INFO 11-28 10:18:26 [core.py:402] init engine (profile, create kv cache, warmup model) took 1010.20 s"),
+    (1107.0, "(APIServer pid=7) INFO 11-28 10:18:27 [entry.py:140] Starting vLLM server on unix:/run/sparkfleet-vllm-q/api.sock"),
+    (1107.5, "INFO:     Application startup complete."),
+]  # fmt: skip
+
+
+def test_a_starts_phase_is_the_last_sign_it_logged() -> None:
+    assert start.phase_of([]) == ("starting the process", "")
+    assert start.phase_of(GB10_START[:2])[0] == "loading"
+    phase, sign = start.phase_of(GB10_START[:6])
+    assert phase == "compiling" and "Building JIT module gdn_prefill_sm120" in sign
+    assert start.phase_of(GB10_START[:7])[0] == "capturing"
+    assert start.phase_of(GB10_START[:9])[0] == "warming up"
+    assert start.phase_of(GB10_START)[0] == "answering"
+
+
+def test_a_starts_timeline_and_the_kernels_it_compiled_come_from_its_journal() -> None:
+    found = start.timeline(GB10_START)
+    assert found["socket_s"] == 1.8 and found["health_s"] == 1107.5
+    assert found["kernels_compiled"] == {"flashinfer_jit": 2, "cute_dsl": 0, "torch_compile": 0}
+    # A release with FlashInfer's prebuilt kernels logs no build: nothing compiled, as planned.
+    cached = [entry for entry in GB10_START if "Building JIT module" not in entry[1]]
+    assert start.timeline(cached)["kernels_compiled"]["flashinfer_jit"] == 0
+
+
+def test_a_start_is_recorded_once_with_its_metrics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(start, "journal_since", lambda unit, since: GB10_START)
+    textfile = tmp_path / "textfile"
+    textfile.mkdir()
+    record = start.record_start(
+        "sparkfleet-vllm-q.service", 500.0, 1109.2, budget_s=1877, textfile_dir=str(textfile), state_dir=str(tmp_path)
+    )
+    assert record is not None and record["answer_s"] == 1109.2 and record["budget_s"] == 1877
+    metrics = (textfile / "sparkfleet_start_q.prom").read_text()
+    assert 'sparkfleet_start_seconds{sparkfleet_instance="q",milestone="answer"} 1109.2' in metrics
+    assert 'sparkfleet_start_kernels_compiled{sparkfleet_instance="q",kind="flashinfer_jit"} 2' in metrics
+    # The watchdog's later, coarser figure for the same start does not overwrite the readiness check's.
+    assert start.record_start("sparkfleet-vllm-q.service", 500.0, 1200.0, budget_s=1877, textfile_dir=None,
+                              state_dir=str(tmp_path)) is None  # fmt: skip
+    assert json.loads((tmp_path / "start-q.json").read_text())["answer_s"] == 1109.2
+
+
+def test_a_start_that_overran_its_budget_is_reported_with_the_phase_it_stopped_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = FakeHost(monkeypatch)
+    host.answers = False
+    monkeypatch.setattr(start, "journal_since", lambda unit, since: GB10_START[:6])
+    monkeypatch.setattr(probe, "start_log", lambda: start)
+    watchdog(tmp_path, 1000 + 899, monkeypatch)
+    assert "still starting (899 s of 900 s)" in capsys.readouterr().out
+    state = watchdog(tmp_path, 1000 + 901, monkeypatch)
+    said = capsys.readouterr().out
+    assert "overran its start budget of 900 s without a right answer: it stopped in phase compiling" in said
+    assert "Building JIT module gdn_prefill_sm120" in said and state["overrun"] == "compiling"
+    # Said once per start; the misses then count toward a restart as before.
+    watchdog(tmp_path, 1000 + 911, monkeypatch)
+    assert "overran" not in capsys.readouterr().out and len(host.restarts) == 1

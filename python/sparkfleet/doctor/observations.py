@@ -71,6 +71,9 @@ class InstanceObservation(Loose):
     # The model directory's read of its largest weight file (roles/vllm_serve/files/read_speed.py).
     read_speed: dict[str, Any] = Field(default_factory=dict)
     start_timeout_s: int | None = None
+    # Its last start as the probe recorded it (sparkfleet_start.py), and its watchdog's state (an overrun's phase).
+    start: dict[str, Any] | None = None
+    watchdog: dict[str, Any] | None = None
 
 
 class ServeObservation(Loose):
@@ -78,6 +81,9 @@ class ServeObservation(Loose):
     host_plan: dict[str, Any] | None = None
     plan_error: str | None = None
     instances: list[InstanceObservation] = Field(default_factory=list)
+    # The memory guard's state file and its unit's ActiveState.
+    memory_guard: dict[str, Any] | None = None
+    memory_guard_state: str | None = None
 
 
 class LinkObservation(Loose):

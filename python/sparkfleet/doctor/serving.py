@@ -11,6 +11,7 @@ from ..cluster import Interconnect, package_differences
 from ..link import expected_gbps, judge_measurement, link_report
 from ..models import GIB
 from ..release import FLASHINFER_CUDA13_INDEX, cubins, prebuilt_kernels
+from .memory import guard_findings, start_findings
 from .observations import (
     KV_TOLERANCE,
     Finding,
@@ -276,8 +277,10 @@ def serve_findings(serve: ServeObservation, host: HostObservation | None, floor_
                 + (f" (planned footprint {serve.host_plan.get('footprint_gib', 0):.1f} GiB)"),
             )
         )
+    out += guard_findings(serve, host.facts if host is not None else {})
     for instance in serve.instances:
         out += instance_findings(instance, serve.release)
+        out += start_findings(instance)
     return out
 
 

@@ -71,8 +71,33 @@ PANELS: tuple[Panel, ...] = (
                 "planned free {{sparkfleet_host}}",
             ),
             (f"sparkfleet_plan_memavailable_floor_bytes{{{_HOST}}}", "alert floor {{sparkfleet_host}}"),
+            (f"sparkfleet_memory_guard_floor_bytes{{{_HOST}}}", "guard floor ({{phase}}) {{sparkfleet_host}}"),
         ),
-        "unified memory: nvidia-smi shows none on GB10, MemAvailable is what CUDA can still get",
+        "unified memory: nvidia-smi shows none on GB10, MemAvailable is what CUDA can still get; under the guard's "
+        "floor the memory guard stops an instance",
+    ),
+    Panel(
+        "Memory guard stops",
+        "short",
+        (
+            (
+                f"increase(sparkfleet_memory_guard_stops_total{{{_SEL}}}[1h])",
+                "{{sparkfleet_host}}/{{sparkfleet_instance}}",
+            ),
+        ),
+        "instances the memory guard stopped under its floor in the last hour (its journal names the figures)",
+    ),
+    Panel(
+        "Last start: seconds to socket, /health and the first right answer",
+        "s",
+        ((f"sparkfleet_start_seconds{{{_SEL}}}", "{{sparkfleet_instance}} {{milestone}}"),),
+        "from the unit's start, read from its journal and the readiness check",
+    ),
+    Panel(
+        "Last start: kernels compiled",
+        "short",
+        ((f"sparkfleet_start_kernels_compiled{{{_SEL}}}", "{{sparkfleet_instance}} {{kind}}"),),
+        "0 when the release carries FlashInfer's prebuilt kernels and torch.compile's cache was warm",
     ),
     Panel(
         "Speculative decoding acceptance",

@@ -130,7 +130,8 @@ def write_atomic(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def metrics_text(state: dict[str, Any]) -> str:
+def metrics_text(state: dict[str, Any], guarded: list[str]) -> str:
+    """The guard's textfile: every guarded instance has a stop count (0 until it is stopped), so alerts see it."""
     lines = [
         "# HELP sparkfleet_memory_guard_memavailable_bytes MemAvailable at the guard's last reading",
         "# TYPE sparkfleet_memory_guard_memavailable_bytes gauge",
@@ -146,7 +147,8 @@ def metrics_text(state: dict[str, Any]) -> str:
     ]
     stops = state["stops"]
     lines += [
-        f'sparkfleet_memory_guard_stops_total{{sparkfleet_instance="{n}"}} {s["count"]}' for n, s in sorted(stops.items())
+        f'sparkfleet_memory_guard_stops_total{{sparkfleet_instance="{n}"}} {stops.get(n, {}).get("count", 0)}'
+        for n in sorted(set(guarded) | set(stops))
     ]
     lines += [
         "# HELP sparkfleet_memory_guard_last_stop_timestamp_seconds when the guard last stopped the instance",
@@ -223,7 +225,7 @@ class Guard:
     def publish(self) -> None:
         write_atomic(self.state_path, json.dumps(self.state) + "\n")
         if self.textfile and os.path.isdir(os.path.dirname(self.textfile)):
-            write_atomic(self.textfile, metrics_text(self.state))
+            write_atomic(self.textfile, metrics_text(self.state, list(self.table.get("instances", {}))))
 
     def run(self) -> None:
         while True:

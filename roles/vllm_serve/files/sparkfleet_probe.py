@@ -12,8 +12,12 @@ bench     run `vllm bench serve` (the arguments after --) with the instance's AP
           relays a loopback port of the unit's own network namespace to the socket and puts that
           port's URL where the command says {relay}.
 watchdog  one check for the instance's watchdog timer: the known-answer check with a deadline. It stands
-          down while the instance has not been ready since its last start (still loading), counts
-          consecutive failures in a state file, and restarts the unit after N of them, saying why.
+          down while the instance has not been ready since its last start and is within its start budget
+          (the plan's, first-start compiles included), counts consecutive failures in a state file, and
+          restarts the unit after N of them, saying why; a start that overran its budget is reported with
+          the phase it stopped in (loading, compiling, capturing, warming up: its journal says).
+ready and watchdog record a start when the instance first answers right after it (sparkfleet_start.py: the
+          milestones and kernels compiled, read from the journal; --textfile-dir for node_exporter).
 rank      one check for a headless rank of a native multi-node instance (the group watchdog on a member):
           when rank 0 at the plan's --master-addr/--master-port has closed this rank's connection to its
           rendezvous store (CLOSE-WAIT: rank 0 restarted or stopped), the group this rank joined is gone and
@@ -275,6 +279,28 @@ def fail(unit: str, reason: str) -> NoReturn:
     sys.exit(1)
 
 
+def start_log() -> Any:
+    """sparkfleet_start.py beside this file (the journal's reading of a start)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import sparkfleet_start  # a sibling script, found only once its directory is on the path
+
+    return sparkfleet_start
+
+
+def record_start(args: argparse.Namespace, since: float, answered: float) -> None:
+    """Record the start's milestones (once per start); a failure to read the journal never fails the probe."""
+    try:
+        start_log().record_start(
+            args.unit,
+            since,
+            answered - since,
+            budget_s=getattr(args, "budget", None),
+            textfile_dir=getattr(args, "textfile_dir", None),
+        )
+    except (OSError, ValueError) as exc:
+        print(f"{args.unit}: start not recorded ({type(exc).__name__}: {exc})", file=sys.stderr)
+
+
 def ready(args: argparse.Namespace, check: dict[str, Any], key: str | None) -> None:
     began = time.monotonic()
     deadline = began + args.timeout
@@ -302,6 +328,8 @@ def ready(args: argparse.Namespace, check: dict[str, Any], key: str | None) -> N
                     "expect": check.get("expect"),
                 }
                 print(json.dumps(result))
+                if since:
+                    record_start(args, since, now)
                 return
         except WrongAnswer as exc:
             fail(args.unit, f"{exc}. {check.get('reason', '')}")
@@ -346,6 +374,7 @@ def watchdog(args: argparse.Namespace, check: dict[str, Any], key: str | None) -
         infer(args, check, key, args.deadline)
         if not state["ready_seen"]:
             print(f"{args.unit} answered {age:.0f} s after its start: watching it from now on")
+            record_start(args, since, time.monotonic())
         state.update(ready_seen=True, failures=0)
         save_state(args.state, state)
         return
@@ -355,6 +384,13 @@ def watchdog(args: argparse.Namespace, check: dict[str, Any], key: str | None) -
         print(f"{args.unit} still starting ({age:.0f} s of {args.start_grace:.0f} s): standing down ({reason})")
         save_state(args.state, state)
         return
+    if not state["ready_seen"] and not state.get("overrun"):
+        phase, sign = start_log().phase_of(start_log().journal_since(args.unit, since))
+        state["overrun"] = phase
+        print(
+            f"{args.unit} overran its start budget of {args.start_grace:.0f} s without a right answer: it stopped in "
+            f"phase {phase}" + (f" (its last sign: {sign})" if sign else "")
+        )
     state["failures"] += 1
     print(
         f"{args.unit}: inference check failed ({state['failures']}/{args.failures}) within {args.deadline:.0f} s: {reason}"
@@ -446,6 +482,7 @@ def main() -> None:
     parser.add_argument("--deadline", type=float, default=30, help="watchdog: seconds one inference may take")
     parser.add_argument("--failures", type=int, default=3, help="watchdog: consecutive failures before a restart")
     parser.add_argument("--start-grace", type=float, default=900, help="watchdog: seconds a new start may take")
+    parser.add_argument("--textfile-dir", help="ready, watchdog: node_exporter's textfile directory for the start's metrics")
     argv = sys.argv[1:]
     command = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
@@ -466,7 +503,9 @@ def main() -> None:
     if not (args.unit and args.url and args.plan and args.env_file):
         parser.error(f"{args.mode} needs --unit, --url, --plan and --env-file")
     with open(args.plan, encoding="utf-8") as handle:
-        check = json.load(handle)["answer_check"]
+        plan = json.load(handle)
+    check = plan["answer_check"]
+    args.budget = plan.get("start_budget_s")
     key = api_key(args.env_file)
     if args.mode == "ready":
         ready(args, check, key)
