@@ -170,4 +170,4 @@ def main(argv: Optional[List[str]] = None, loader: Optional[Callable[[str], Any]
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

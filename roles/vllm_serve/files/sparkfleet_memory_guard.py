@@ -40,7 +40,7 @@ def read_meminfo(path: str = "/proc/meminfo") -> dict[str, int]:
     values: dict[str, int] = {}
     with open(path, encoding="ascii") as handle:
         for line in handle:
-            name, _, rest = line.partition(":")
+            name, rest = [*line.split(":", 1), ""][:2]
             fields = rest.split()
             if fields and fields[0].isdigit():
                 values[name] = int(fields[0]) * (1024 if fields[1:] == ["kB"] else 1)

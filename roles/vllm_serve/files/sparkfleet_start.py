@@ -95,7 +95,7 @@ def timeline(entries: list[tuple[float, str]]) -> dict[str, Any]:
         for name, sign in MILESTONES.items():
             if found[f"{name}_s"] is None and sign.search(message):
                 found[f"{name}_s"] = at
-    found["kernels_compiled"] = {kind: sum(1 for _, m in entries if sign.search(m)) for kind, sign in KERNELS.items()}
+    found["kernels_compiled"] = {kind: sum(1 for _at, m in entries if sign.search(m)) for kind, sign in KERNELS.items()}
     return found
 
 

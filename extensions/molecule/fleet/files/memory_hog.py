@@ -23,7 +23,7 @@ def available() -> int:
 
 def inactive(units: list[str]) -> list[str]:
     states = subprocess.run(["systemctl", "is-active", *units], capture_output=True, text=True, check=False).stdout
-    return [unit for unit, state in zip(units, states.split(), strict=True) if state != "active"]
+    return [unit for unit, state in zip(units, states.split(), strict=False) if state != "active"]
 
 
 def main() -> None:
