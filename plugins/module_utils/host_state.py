@@ -241,9 +241,10 @@ def instances_running(run_command, systemctl):
 
 
 def cuda_memory_facts(read, drop, running, ceiling_file, check_mode):
-    """CUDA's own free and total after dropping the page cache, and the host's ceiling: the most CUDA reports free
-    with no sparkfleet instance running, recorded in `ceiling_file` (on an idle host, when it moved by more than
-    CEILING_HYSTERESIS of the total; never in check mode) and read back while instances run."""
+    """CUDA's own free and total after dropping the page cache, and the host's ceiling: what CUDA reports free with
+    no sparkfleet instance running, recorded in `ceiling_file` (a root-owned directory: the planner trusts it) on an
+    idle host when it moved by more than CEILING_HYSTERESIS of the total (never in check mode), and read back while
+    instances run."""
     dropped = drop()
     try:
         figures = read()
@@ -263,11 +264,13 @@ def cuda_memory_facts(read, drop, running, ceiling_file, check_mode):
                 "cuda_total_bytes": figures["cuda_total_bytes"],
                 "caches_dropped": dropped,
             }
-            if not check_mode:
-                directory = os.path.dirname(ceiling_file)
-                if os.path.isdir(directory):
-                    with open(ceiling_file, "w", encoding="utf-8") as handle:
-                        json.dump(recorded, handle)
+            if not check_mode and os.path.isdir(os.path.dirname(ceiling_file)):
+                # Written atomically and never through a link planted where it goes (the planner trusts it).
+                tmp = ceiling_file + ".tmp"
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    json.dump(recorded, handle)
+                os.replace(tmp, ceiling_file)
     if recorded.get("cuda_free_bytes"):
         facts["cuda_ceiling_bytes"] = recorded["cuda_free_bytes"]
     return facts

@@ -54,9 +54,9 @@ options:
     description:
       - On a GB10 host the facts carry CUDA's own free and total memory (cuMemGetInfo through the driver, after
         dropping the page cache, which CUDA counts as used there), the figure vLLM's start check reads.
-      - The most CUDA reports free with no sparkfleet instance running is the host's ceiling, recorded in this file
-        (when it moved by more than 1 % of the total; never in check mode) and read back while instances run.
-        Unset, CUDA is not read.
+      - What CUDA reports free with no sparkfleet instance running is the host's ceiling, recorded in this file (in a
+        root-owned directory, since the planner trusts it; again when it moved by more than 1 % of the total; never
+        in check mode) and read back while instances run. Unset, CUDA is not read.
     type: path
   users:
     description: Accounts to look up (C(accounts.users), each its uid, gid, group, home and shell, or null).

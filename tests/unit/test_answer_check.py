@@ -19,6 +19,14 @@ from sparkfleet.models import Intent, KnownAnswer
 from sparkfleet.planner import plan
 
 probe = load_file("roles/vllm_serve/files/sparkfleet_probe.py")
+
+
+@pytest.fixture(autouse=True)
+def _no_start_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe records each start under /run (test_probe.py tests that); these tests judge answers only."""
+    monkeypatch.setattr(probe, "record_start", lambda args, since, answered: None)
+
+
 QWEN = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 
 

@@ -171,7 +171,7 @@ def test_admission_refuses_a_start_that_would_cross_the_floor_naming_both_figure
     problems = guard.admission(table(), "big", info, None)
     assert len(problems) == 1
     assert "MemAvailable 14.00 GiB less the 62.00 GiB it takes at start leaves -48.00 GiB" in problems[0]
-    assert "memory guard's 1.00 GiB floor" in problems[0]
+    assert "memory guard's 2.00 GiB starting floor" in problems[0]
 
 
 def test_admission_on_gb10_checks_cuda_free_against_utilization_times_total() -> None:
@@ -209,7 +209,7 @@ def test_the_host_plan_carries_the_guard_table() -> None:
     plan = plan_host(spark(), requests)
     g = plan.memory_guard
     assert g is not None
-    assert g.floor_starting_bytes == int(7.5 * GIB) and g.floor_serving_bytes == int(4.5 * GIB)
+    assert g.floor_starting_bytes == int(4.5 * GIB) and g.floor_serving_bytes == int(2.5 * GIB)
     chat = g.instances["chat"]
     served = plan.instances["chat"]
     assert chat.unit == "sparkfleet-vllm-chat.service"
@@ -294,3 +294,49 @@ def test_the_preflight_refuses_a_start_vllm_would_refuse_on_the_free_figure_cuda
     # The same figure while the instance itself runs: it is restarted in place, giving back its own share first.
     running = squeezed.model_copy(update={"running_instances": ("sparkfleet-vllm-chat.service",)})
     assert plan_host(running, requests).instances["chat"]
+
+
+def test_a_starting_instance_seen_ready_serves_and_one_stopping_holds_off_a_second_stop(
+    host: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both started within their budget; big answered right already (its watchdog saw it), small has not.
+    (Path(guard.STATE_DIR) / "watchdog-big.json").write_text(json.dumps({"since": 900.0, "ready_seen": True}))
+    systemd = FakeSystemd(
+        {"sparkfleet-vllm-big.service": ("active", 900.0), "sparkfleet-vllm-small.service": ("active", 950.0)}
+    )
+    monkeypatch.setattr(guard.subprocess, "run", systemd.run)
+    host["meminfo"].write_text(meminfo_text(1.5))
+    g = make_guard(host)
+    g.check()
+    # small is the one starting, though big holds more.
+    assert [c[-1] for c in systemd.calls if c[1] == "stop"] == ["sparkfleet-vllm-small.service"]
+    # Far under the floor, but small is still stopping and holds its memory until it is gone: nothing more is stopped.
+    systemd.states["sparkfleet-vllm-small.service"] = ("deactivating", 950.0)
+    host["meminfo"].write_text(meminfo_text(0.4))
+    g.check()
+    assert [c[-1] for c in systemd.calls if c[1] == "stop"] == ["sparkfleet-vllm-small.service"]
+
+
+def test_at_the_planned_cap_with_the_measured_ceiling_a_sparks_start_is_admitted_and_not_stopped(
+    host: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh Spark as the field reports it: CUDA free 103.25 of 121.69 GiB, MemAvailable about 115.7 GiB."""
+    total, free, available = int(121.69 * GIB), int(103.25 * GIB), int(115.7 * GIB)
+    facts = spark().model_copy(update={"cuda_ceiling_bytes": free, "cuda_total_bytes": total, "cuda_free_bytes": free})
+    requests = [
+        InstanceRequest(
+            name="chat", profile=get_profile("openai/gpt-oss-120b"), model_ref="openai/gpt-oss-120b",
+            intent=Intent(profile="throughput"),
+        )
+    ]  # fmt: skip
+    planned = plan_host(facts, requests)
+    table = planned.memory_guard.model_dump(mode="json") if planned.memory_guard else {}
+    assert guard.admission(table, "chat", {"MemAvailable": available}, (free, total)) == []
+    # Once it holds what it planned, MemAvailable stays above the floor in force while it starts.
+    host["table"].write_text(json.dumps(table))
+    systemd = FakeSystemd({"sparkfleet-vllm-chat.service": ("active", 990.0)})
+    monkeypatch.setattr(guard.subprocess, "run", systemd.run)
+    after = available - table["instances"]["chat"]["required_available_bytes"]
+    host["meminfo"].write_text(meminfo_text(after / GIB))
+    make_guard(host).check()
+    assert not [c for c in systemd.calls if c[1] == "stop"]

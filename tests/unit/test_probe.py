@@ -26,6 +26,12 @@ ROOT = Path(__file__).resolve().parents[2]
 probe = load_file("roles/vllm_serve/files/sparkfleet_probe.py")
 
 
+@pytest.fixture(autouse=True)
+def _no_start_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe records each start under /run; the tests of that record call sparkfleet_start.py themselves."""
+    monkeypatch.setattr(probe, "record_start", lambda args, since, answered: None)
+
+
 def test_api_key_reads_the_systemd_quoted_value(tmp_path: Path) -> None:
     env = tmp_path / "x.env"
     env.write_text('# comment\nVLLM_API_KEY="a\\\\b\\"c"\nHF_TOKEN="t"\n')
@@ -58,7 +64,6 @@ class FakeHost:
 
 def watchdog(tmp_path: Path, now: float, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(probe.time, "monotonic", lambda: now)
-    monkeypatch.setattr(probe, "record_start", lambda args, since, answered: None)
     args = SimpleNamespace(unit="u.service", state=str(tmp_path / "state.json"), deadline=10, failures=2, start_grace=900)
     probe.watchdog(args, {}, None)
     path = tmp_path / "state.json"
@@ -327,6 +332,16 @@ GB10_START = [
 ]  # fmt: skip
 
 
+def test_a_start_counts_from_when_the_unit_left_inactive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behind the door a unit is active only once its socket is there (ExecStartPost): the start began earlier."""
+    shown = subprocess.CompletedProcess([], 0, "InactiveExitTimestampMonotonic=470000000\n", "")
+    monkeypatch.setattr(start.subprocess, "run", lambda argv, **kw: shown)
+    assert start.began_at("u.service", 500.0) == 470.0
+    # A figure from an earlier start (after `since`) or none at all: the active time stands.
+    shown.stdout = "InactiveExitTimestampMonotonic=0\n"
+    assert start.began_at("u.service", 500.0) == 500.0
+
+
 def test_a_starts_phase_is_the_last_sign_it_logged() -> None:
     assert start.phase_of([]) == ("starting the process", "")
     assert start.phase_of(GB10_START[:2])[0] == "loading"
@@ -348,12 +363,15 @@ def test_a_starts_timeline_and_the_kernels_it_compiled_come_from_its_journal() -
 
 def test_a_start_is_recorded_once_with_its_metrics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(start, "journal_since", lambda unit, since: GB10_START)
+    monkeypatch.setattr(start, "began_at", lambda unit, since: since)
     textfile = tmp_path / "textfile"
     textfile.mkdir()
     record = start.record_start(
         "sparkfleet-vllm-q.service", 500.0, 1109.2, budget_s=1877, textfile_dir=str(textfile), state_dir=str(tmp_path)
     )
     assert record is not None and record["answer_s"] == 1109.2 and record["budget_s"] == 1877
+    # node_exporter (another user) reads it, though the watchdog's UMask is 0077.
+    assert (textfile / "sparkfleet_start_q.prom").stat().st_mode & 0o777 == 0o644
     metrics = (textfile / "sparkfleet_start_q.prom").read_text()
     assert 'sparkfleet_start_seconds{sparkfleet_instance="q",milestone="answer"} 1109.2' in metrics
     assert 'sparkfleet_start_kernels_compiled{sparkfleet_instance="q",kind="flashinfer_jit"} 2' in metrics

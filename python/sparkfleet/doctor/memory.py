@@ -65,13 +65,15 @@ def start_findings(obs: InstanceObservation) -> list[Finding]:
     out: list[Finding] = []
     overrun = (obs.watchdog or {}).get("overrun")
     if overrun:
+        answered = bool((obs.watchdog or {}).get("ready_seen"))
         out.append(
             Finding(
                 area=area,
                 check="start",
-                status=Status.RED,
+                status=Status.YELLOW if answered else Status.RED,
                 detail=f"overran its start budget without a right answer, in phase {overrun} (the watchdog's journal "
-                "line has the last sign): a slow disk, a first-start compile or a hang there",
+                "line has the last sign): a slow disk, a first-start compile or a hang there"
+                + ("; it answered right later" if answered else ""),
             )
         )
     start = obs.start

@@ -7,8 +7,8 @@ watch   keep MemAvailable above the plan's floor (memory-guard.json, sparkfleet.
         MemoryMax cannot do this. One journal line per stop names the floor, the figure and the instance; the
         state file and node_exporter's textfile carry the same. A stopped instance is stopped, not failed:
         systemd does not restart it, and its next start must pass `admit`.
-admit   one instance's start (its unit's ExecStartPre, and the door's activator): refused, naming both figures,
-        when MemAvailable less what the start takes would fall under the serving floor, and on GB10 when CUDA's
+admit   one instance's start (its unit's ExecCondition, and the door's activator): refused, naming both figures,
+        when MemAvailable less what the start takes would fall under the starting floor, and on GB10 when CUDA's
         own free figure (the kernel's MemFree there: page cache counts as used) is below utilization x CUDA's
         total, the check vLLM makes at start.
 Python's standard library only; on GB10 CUDA's figures come from sparkfleet_cuda_memory.py beside this file.
@@ -17,6 +17,7 @@ Python's standard library only; on GB10 CUDA's figures come from sparkfleet_cuda
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import subprocess
@@ -57,7 +58,7 @@ def unit_states(units: list[str]) -> dict[str, dict[str, str]]:
     """systemctl show of several units in one call: their properties, by unit."""
     if not units:
         return {}
-    props = ["Id", "ActiveState", "ActiveEnterTimestampMonotonic", "ControlGroup"]
+    props = ["Id", "ActiveState", "SubState", "ActiveEnterTimestampMonotonic", "ControlGroup"]
     out = subprocess.run(
         ["systemctl", "show", *units, *(f"--property={p}" for p in props)], capture_output=True, text=True, check=False
     ).stdout
@@ -80,8 +81,9 @@ def cgroup_bytes(control_group: str) -> int:
         return 0
 
 
-def seen_ready(name: str, since: float, state_dir: str = STATE_DIR) -> bool:
+def seen_ready(name: str, since: float, state_dir: str | None = None) -> bool:
     """Whether the instance's watchdog or readiness check saw it answer right since this start."""
+    state_dir = state_dir or STATE_DIR
     for path in (f"{state_dir}/watchdog-{name}.json", f"{state_dir}/start-{name}.json"):
         try:
             with open(path, encoding="utf-8") as handle:
@@ -93,21 +95,26 @@ def seen_ready(name: str, since: float, state_dir: str = STATE_DIR) -> bool:
     return False
 
 
-def instances_now(table: dict[str, Any], now: float) -> list[dict[str, Any]]:
-    """Each running instance: its name, unit, whether it is starting, how long since its start and what it holds."""
+def instances_now(table: dict[str, Any], now: float) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each running instance (its name, unit, whether it is starting, how long since its start, what it holds), and
+    the units still stopping: they hold their memory until they are gone."""
     instances = table["instances"]
     states = unit_states([spec["unit"] for spec in instances.values()])
-    running = []
+    running, stopping = [], []
     for name, spec in instances.items():
         state = states.get(spec["unit"], {})
-        if state.get("ActiveState") not in ("active", "activating", "reloading"):
+        if state.get("ActiveState") == "deactivating":
+            stopping.append(spec["unit"])
+            continue
+        # A unit waiting to be restarted (activating, auto-restart) holds nothing yet.
+        if state.get("ActiveState") not in ("active", "activating", "reloading") or state.get("SubState") == "auto-restart":
             continue
         since = int(state.get("ActiveEnterTimestampMonotonic") or 0) / 1e6
         age = now - since if since else 0.0
         starting = state.get("ActiveState") == "activating" or (age < spec["start_budget_s"] and not seen_ready(name, since))
         held = max(int(spec["footprint_bytes"]), cgroup_bytes(state.get("ControlGroup", "")))
         running.append({"name": name, "unit": spec["unit"], "starting": starting, "age": age, "held": held})
-    return running
+    return running, stopping
 
 
 def victim(running: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -124,8 +131,11 @@ def floor_for(table: dict[str, Any], running: list[dict[str, Any]]) -> tuple[int
 
 
 def write_atomic(path: str, text: str) -> None:
+    """Readable by node_exporter and the doctor (the unit's UMask is 0077); never through a planted link."""
     tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        os.fchmod(handle.fileno(), 0o644)
         handle.write(text)
     os.replace(tmp, path)
 
@@ -188,11 +198,12 @@ class Guard:
         self.reload()
         now_mono, now = time.monotonic(), time.time()
         available = read_meminfo(self.meminfo)["MemAvailable"]
-        running = instances_now(self.table, now_mono)
+        running, stopping = instances_now(self.table, now_mono)
         floor, phase = floor_for(self.table, running)
         self.state.update(memavailable_bytes=available, floor_bytes=floor, phase=phase, checked_at=now)
-        # After a stop, the stopped instance's pages take a moment to come back: wait, unless far under the floor.
-        if available < floor and (now_mono >= self.settle_until or available < floor / 2):
+        # A stopped instance holds its memory until it is gone, and its pages take a moment to come back after: no
+        # second stop while one is still stopping, nor within the settle time after it (unless far under the floor).
+        if available < floor and not stopping and (now_mono >= self.settle_until or available < floor / 2):
             self.stop(victim(running), available, floor, phase, now)
             self.settle_until = time.monotonic() + float(self.table.get("settle_s", 5))
         self.publish()
@@ -210,7 +221,12 @@ class Guard:
             f"{chosen['unit']} ({why}: {gib(chosen['held'])}, {chosen['age']:.0f} s since its start). It stays "
             "stopped until its next start is admitted (sparkfleet_memory_guard.py admit)"
         )
-        subprocess.run(["systemctl", "stop", "--no-block", chosen["unit"]], check=False)
+        done = subprocess.run(
+            ["systemctl", "stop", "--no-block", chosen["unit"]], capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            log(f"memory guard: systemd did not take the stop of {chosen['unit']}: {done.stderr.strip()}")
+            return
         record = self.state["stops"].setdefault(chosen["name"], {"count": 0})
         record.update(
             count=record["count"] + 1,
@@ -225,7 +241,14 @@ class Guard:
     def publish(self) -> None:
         write_atomic(self.state_path, json.dumps(self.state) + "\n")
         if self.textfile and os.path.isdir(os.path.dirname(self.textfile)):
-            write_atomic(self.textfile, metrics_text(self.state, list(self.table.get("instances", {}))))
+            try:
+                write_atomic(self.textfile, metrics_text(self.state, list(self.table.get("instances", {}))))
+            except OSError as exc:
+                if exc.errno != errno.EROFS:
+                    raise
+                # node_exporter's directory appeared after this process started (monitoring installed it later):
+                # outside its sandbox's writable paths until systemd starts it again, which Restart=always does.
+                raise SystemExit(f"memory guard: {self.textfile} is read-only here; restarting to write it") from exc
 
     def run(self) -> None:
         while True:
@@ -262,11 +285,12 @@ def admission(table: dict[str, Any], name: str, meminfo: dict[str, int], cuda: t
             )
     available = meminfo.get("MemAvailable", 0)
     after = available - int(spec["required_available_bytes"])
-    floor = int(table["floor_serving_bytes"])
+    # A start is held to the starting floor, the one the guard keeps while it starts.
+    floor = int(table["floor_starting_bytes"])
     if after < floor:
         problems.append(
             f"MemAvailable {gib(available)} less the {gib(spec['required_available_bytes'])} it takes at start leaves "
-            f"{gib(after)}, under the memory guard's {gib(floor)} floor (page cache {gib(cache)}): stop another "
+            f"{gib(after)}, under the memory guard's {gib(floor)} starting floor (page cache {gib(cache)}): stop another "
             "instance or whatever else holds memory, or plan a smaller footprint"
         )
     return problems

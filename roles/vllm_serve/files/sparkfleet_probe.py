@@ -288,7 +288,9 @@ def start_log() -> Any:
 
 
 def record_start(args: argparse.Namespace, since: float, answered: float) -> None:
-    """Record the start's milestones (once per start); a failure to read the journal never fails the probe."""
+    """Record the start's milestones (once per start), beside the watchdog's state where it keeps one; nothing about
+    the record (the journal, the directories) ever fails the probe."""
+    state = getattr(args, "state", None)
     try:
         start_log().record_start(
             args.unit,
@@ -296,8 +298,9 @@ def record_start(args: argparse.Namespace, since: float, answered: float) -> Non
             answered - since,
             budget_s=getattr(args, "budget", None),
             textfile_dir=getattr(args, "textfile_dir", None),
+            **({"state_dir": os.path.dirname(state)} if state else {}),
         )
-    except (OSError, ValueError) as exc:
+    except Exception as exc:  # the record is a report: the probe's verdict stands without it
         print(f"{args.unit}: start not recorded ({type(exc).__name__}: {exc})", file=sys.stderr)
 
 

@@ -129,10 +129,26 @@ def metrics(name: str, record: dict[str, Any]) -> str:
 
 
 def write_atomic(path: str, text: str) -> None:
+    """Readable by node_exporter and the doctor (the watchdog's UMask is 0077); never through a planted link."""
     tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        os.fchmod(handle.fileno(), 0o644)
         handle.write(text)
     os.replace(tmp, path)
+
+
+def began_at(unit: str, since: float) -> float:
+    """When the start began: the unit left inactive (before its ExecCondition and ExecStartPre, and before the
+    ExecStartPost that waits for a socket makes it active, `since`)."""
+    out = subprocess.run(
+        ["systemctl", "show", unit, "--property=InactiveExitTimestampMonotonic"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    began = int(out.strip().partition("=")[2] or 0) / 1e6
+    return began if 0 < began <= since else since
 
 
 def record_start(
@@ -144,7 +160,8 @@ def record_start(
     textfile_dir: str | None,
     state_dir: str = STATE_DIR,
 ) -> dict[str, Any] | None:
-    """Record the start that began at monotonic `since` and first answered right `answer_s` later (once per start)."""
+    """Record the start that became active at monotonic `since` and first answered right `answer_s` later (once per
+    start); its milestones count from when the unit left inactive."""
     name = unit.removeprefix("sparkfleet-vllm-").removesuffix(".service")
     path = os.path.join(state_dir, f"start-{name}.json")
     try:
@@ -153,13 +170,14 @@ def record_start(
                 return None  # recorded already (the readiness check's figure is finer than the watchdog's)
     except (OSError, ValueError):
         pass
+    began = began_at(unit, since)
     record = {
         "unit": unit,
         "since": since,
-        "started_at": round(time.time() - (time.monotonic() - since), 3),
+        "started_at": round(time.time() - (time.monotonic() - began), 3),
         "budget_s": budget_s,
-        **timeline(journal_since(unit, since)),
-        "answer_s": round(answer_s, 2),
+        **timeline(journal_since(unit, began)),
+        "answer_s": round(answer_s + since - began, 2),
     }
     os.makedirs(state_dir, exist_ok=True)
     write_atomic(path, json.dumps(record) + "\n")
