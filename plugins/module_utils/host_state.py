@@ -210,6 +210,20 @@ def path_state(path):
     return found
 
 
+def cpu_amx_tile(cpuinfo="/proc/cpuinfo"):
+    """Whether this is an x86 CPU with AMX tiles (vLLM's CPU platform picks its MLA kernel, and block size, by it)."""
+    if pyplatform.machine() not in ("x86_64", "AMD64"):
+        return False
+    try:
+        with open(cpuinfo, encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    return "amx_tile" in line.split()
+    except OSError:
+        pass
+    return False
+
+
 def drop_page_cache(path="/proc/sys/vm/drop_caches"):
     """Free the page cache before CUDA's free figure is read: on GB10 CUDA counts it as used (the kernel's MemFree).
     False where it cannot be dropped (a container's read-only /proc/sys)."""
@@ -316,6 +330,7 @@ def gather_host(module, params):
     facts["release"] = describe_release(params["release_dir"], params["release_packages"])
     facts["vllm_capabilities"] = (facts["release"] or {}).get("capabilities")
     facts["rdma_devices"] = rdma_devices()
+    facts["cpu_amx_tile"] = cpu_amx_tile()
     if params["platform"] != "auto":
         facts["detected_platform"] = facts["platform"]
         facts.update(platform=params["platform"], unified_memory=params["platform"] == "gb10")

@@ -54,6 +54,7 @@ _HOST_KEYS = (
     "cuda_total_bytes",
     "cuda_ceiling_bytes",
     "running_instances",
+    "cpu_amx_tile",
     "unified_memory",
     "vllm_version",
     "vllm_capabilities",

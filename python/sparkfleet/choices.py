@@ -384,7 +384,8 @@ def _past_native(profile: ModelProfile, intent: Intent, context: int) -> tuple[b
     )
 
 
-def kv_geometry(profile: ModelProfile, intent: Intent, r: Resolved, platform: Platform) -> KvPool:
+def kv_geometry(profile: ModelProfile, intent: Intent, r: Resolved, platform: Platform, amx: bool = False) -> KvPool:
+    """The KV pool vLLM builds; `amx`: an x86 host with AMX tiles (vLLM's CPU platform then runs its AMX MLA kernel)."""
     if profile.ring is not None:
         _check_packed_intent(intent, profile.id)
         if profile.ring.kind is RingKind.QSA and intent.speculative is SpeculativeMethod.SUFFIX:
@@ -416,6 +417,6 @@ def kv_geometry(profile: ModelProfile, intent: Intent, r: Resolved, platform: Pl
         speculative_tokens=r.speculative_tokens,
         draft_layers=r.draft_layers,
         prefix_caching=r.prefix_caching,
-        base_block_size=base_block_size(platform, profile.mla is not None),
+        base_block_size=base_block_size(platform, profile.mla is not None, amx),
         checkpoints=state_checkpoints(profile, platform, r.version),
     )

@@ -18,14 +18,16 @@ from .models import ModelProfile, Platform, RingKind, StateLayerKind, StateLayer
 from .versions import VllmVersion, kv_tokens_from_concurrency
 
 DEFAULT_BLOCK_SIZE = 16
-# vLLM's CPU platform starts from 128-token blocks, and 16 for MLA, whose CPU decode kernel only takes 16
-# (platforms/cpu.py, 0.32; CPUs with AMX lift that, none of the hosts sparkfleet targets has it).
+# vLLM's CPU platform starts from 128-token blocks, and 16 for MLA, whose reference CPU decode kernel only takes 16;
+# on an x86 CPU with AMX tiles vLLM runs its AMX MLA kernel instead and keeps 128 (platforms/cpu.py, 0.32).
 CPU_BLOCK_SIZE = 128
 
 
-def base_block_size(platform: Platform, mla: bool) -> int:
+def base_block_size(platform: Platform, mla: bool, amx: bool = False) -> int:
     """The block size vLLM starts from before any hybrid alignment (tests/vllm/check_kv_geometry.py)."""
-    return CPU_BLOCK_SIZE if platform is Platform.CPU and not mla else DEFAULT_BLOCK_SIZE
+    if platform is not Platform.CPU:
+        return DEFAULT_BLOCK_SIZE
+    return DEFAULT_BLOCK_SIZE if mla and not amx else CPU_BLOCK_SIZE
 
 
 # Kernel block alignment on the CUDA attention backends used on GB10 (Triton / FlashInfer: 16);

@@ -140,7 +140,7 @@ def plan(
         remote_code = remote_code or drafter_code
     r = resolve(host, profile, intent, drafter)
     backend = cluster_backend(intent, r.version, placement)
-    geo = kv_geometry(profile, intent, r, host.platform)
+    geo = kv_geometry(profile, intent, r, host.platform, host.cpu_amx_tile)
     budget = memory_budget(host, profile, intent, r, geo)
     r, chunk_reasons = _budget_chunk(r, budget, intent, profile)
     kv_bytes = geo.num_blocks(budget.kv_bytes) * geo.bytes_per_block

@@ -340,3 +340,15 @@ def test_at_the_planned_cap_with_the_measured_ceiling_a_sparks_start_is_admitted
     host["meminfo"].write_text(meminfo_text(after / GIB))
     make_guard(host).check()
     assert not [c for c in systemd.calls if c[1] == "stop"]
+
+
+def test_host_facts_say_whether_an_x86_cpu_has_amx_tiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM's CPU platform runs its AMX MLA kernel on 128-token blocks there, its reference kernel on 16 elsewhere."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f amx_bf16 amx_tile amx_int8\n")
+    monkeypatch.setattr(host_state.pyplatform, "machine", lambda: "x86_64")
+    assert host_state.cpu_amx_tile(str(cpuinfo)) is True
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f\n")
+    assert host_state.cpu_amx_tile(str(cpuinfo)) is False
+    monkeypatch.setattr(host_state.pyplatform, "machine", lambda: "aarch64")
+    assert host_state.cpu_amx_tile(str(tmp_path / "missing")) is False

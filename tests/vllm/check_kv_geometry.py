@@ -662,6 +662,15 @@ def cpu_platform_state(profile: ModelProfile, text: dict[str, Any]) -> ModelProf
     return profile.model_copy(update={"state_layers": layers.model_copy(update={"state_dtype_bytes": 4})})
 
 
+def amx_tiles() -> bool:
+    """What vLLM's CPU platform asks to pick its MLA kernel and block size (platforms/cpu.py, 0.32): x86 with AMX."""
+    import torch  # vLLM has imported it already
+    from vllm.platforms.cpu import CpuPlatform
+    from vllm.platforms.interface import CpuArchEnum
+
+    return CpuPlatform.get_cpu_architecture() == CpuArchEnum.X86 and bool(torch.cpu._is_amx_tile_supported())
+
+
 def planner_layout(model_dir: Path, settings: CacheSettings) -> Layout:
     profile = cpu_platform_state(
         profile_from_dir(model_dir), text_config(json.loads((model_dir / "config.json").read_text()))
@@ -669,7 +678,7 @@ def planner_layout(model_dir: Path, settings: CacheSettings) -> Layout:
     geo = geometry(
         profile,
         kv_cache_dtype="auto",
-        base_block_size=base_block_size(Platform.CPU, profile.mla is not None),
+        base_block_size=base_block_size(Platform.CPU, profile.mla is not None, amx_tiles()),
         prefix_caching=settings.prefix_caching,
         checkpoints=state_checkpoints(profile, Platform.CPU, VllmVersion.parse(settings.version)),
     )

@@ -39,6 +39,8 @@ class HostFacts(Strict):
     cuda_free_bytes: Annotated[int, Field(ge=0)] | None = None
     cuda_total_bytes: Annotated[int, Field(gt=0)] | None = None
     cuda_ceiling_bytes: Annotated[int, Field(ge=0)] | None = None
+    # An x86 CPU with AMX tiles: vLLM's CPU platform then runs its AMX MLA kernel on 128-token blocks.
+    cpu_amx_tile: bool = False
     # The sparkfleet vLLM units active or starting when CUDA was read (their memory is in use in cuda_free_bytes).
     running_instances: tuple[str, ...] | None = None
     unified_memory: bool = True
