@@ -241,38 +241,17 @@ def sandbox(
             *out,
             _d("SupplementaryGroups", "adm", "reads the door's access log, which Debian's logrotate gives to group adm"),
             _d("StateDirectory", "sparkfleet-door-metrics", "its counters and log offset survive between runs"),
-            _d("MemoryDenyWriteExecute", "yes", "no writable+executable memory"),
-            _d("PrivateDevices", "yes", "no physical devices"),
-            _d("PrivateNetwork", "yes", "no network at all"),
-            _d("RestrictAddressFamilies", "AF_UNIX", "no network sockets"),
-            _d("IPAddressDeny", "any", "no network at all"),
-            _d("SystemCallFilter", "@system-service", "only the system calls services use"),
-            _d("SystemCallErrorNumber", "EPERM", "a filtered system call fails instead of killing the process"),
+            *_offline(),
         ]
     if kind is UnitKind.MEMORY_GUARD:
         return [
             *out,
             _d("RuntimeDirectory", "sparkfleet-memory-guard", "what it did, for the doctor and the tests"),
             _d("RuntimeDirectoryPreserve", "yes", "its record of stops survives its own restart"),
-            _d("MemoryDenyWriteExecute", "yes", "no writable+executable memory"),
-            _d("PrivateDevices", "yes", "no physical devices: it reads /proc/meminfo and the cgroup tree"),
-            _d("PrivateNetwork", "yes", "no network at all"),
-            _d("RestrictAddressFamilies", "AF_UNIX", "systemd's bus only"),
-            _d("IPAddressDeny", "any", "no network at all"),
-            _d("SystemCallFilter", "@system-service", "only the system calls services use"),
-            _d("SystemCallErrorNumber", "EPERM", "a filtered system call fails instead of killing the process"),
+            *_offline(),
         ]
     if kind is UnitKind.GPU_METRICS:
-        return [
-            *out,
-            *_devices(platform),
-            _d("MemoryDenyWriteExecute", "yes", "no writable+executable memory"),
-            _d("PrivateNetwork", "yes", "no network at all"),
-            _d("RestrictAddressFamilies", "AF_UNIX", "no network sockets"),
-            _d("IPAddressDeny", "any", "no network at all"),
-            _d("SystemCallFilter", "@system-service", "only the system calls services use"),
-            _d("SystemCallErrorNumber", "EPERM", "a filtered system call fails instead of killing the process"),
-        ]
+        return [*out, *_devices(platform), *_offline(private_devices=False)]
     out += [
         _d("MemoryDenyWriteExecute", "yes", "no writable+executable memory"),
         _d("PrivateDevices", "yes", "no physical devices"),
@@ -370,6 +349,19 @@ def _link_test(
     return out
 
 
+def _offline(private_devices: bool = True) -> list[Directive]:
+    """A small program that talks only to systemd and files: no network, no devices (unless it reads a GPU's)."""
+    return [
+        _d("MemoryDenyWriteExecute", "yes", "no writable+executable memory"),
+        *([_d("PrivateDevices", "yes", "no physical devices")] if private_devices else []),
+        _d("PrivateNetwork", "yes", "no network at all"),
+        _d("RestrictAddressFamilies", "AF_UNIX", "no network sockets"),
+        _d("IPAddressDeny", "any", "no network at all"),
+        _d("SystemCallFilter", "@system-service", "only the system calls services use"),
+        _d("SystemCallErrorNumber", "EPERM", "a filtered system call fails instead of killing the process"),
+    ]
+
+
 def _drop_caches(common: list[Directive]) -> list[Directive]:
     """Root without capabilities: /proc/sys/vm/drop_caches is writable by its owner, root, and nothing else is needed."""
     relaxed = {
@@ -380,16 +372,7 @@ def _drop_caches(common: list[Directive]) -> list[Directive]:
             "CapabilityBoundingSet", "", "no capabilities: root's ownership of drop_caches is all it needs"
         ),
     }
-    return [
-        *(relaxed.get(d.name, d) for d in common),
-        _d("MemoryDenyWriteExecute", "yes", "no writable+executable memory"),
-        _d("PrivateDevices", "yes", "no physical devices"),
-        _d("PrivateNetwork", "yes", "no network at all"),
-        _d("RestrictAddressFamilies", "AF_UNIX", "no network sockets"),
-        _d("IPAddressDeny", "any", "no network at all"),
-        _d("SystemCallFilter", "@system-service", "only the system calls services use"),
-        _d("SystemCallErrorNumber", "EPERM", "a filtered system call fails instead of killing the process"),
-    ]
+    return [*(relaxed.get(d.name, d) for d in common), *_offline()]
 
 
 def _front_door(common: list[Directive]) -> list[Directive]:
