@@ -13,7 +13,8 @@ description:
   - Takes the observations the C(doctor) entry points of host_prep, vllm_serve and monitoring gathered
     and returns one finding per check - driver and CUDA policy, memory headroom against the plan's floor and
     page cache, default target, sysctl drift, current release, each instance's unit, readiness, model
-    staging, release, inventory drift and the plan against what vLLM reported at its last start.
+    staging, release, inventory drift, the plan against what vLLM reported at its last start, and the
+    attention, MoE and linear kernels vLLM selected at that start against the ones the plan forces.
 positional: host
 options:
   _input:

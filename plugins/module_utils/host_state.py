@@ -123,6 +123,7 @@ def describe_release(release_dir, with_packages=False):
         found.update(locked=True, cuda=lock.get("cuda"), source=lock.get("source"), vllm_package=lock.get("vllm_package"))
         # FlashInfer's kernels prebuilt for its exact version, as the lock recorded it (None: compiled at first start).
         found["prebuilt_kernels"] = lock.get("prebuilt_kernels")
+        found["kernels_note"] = lock.get("kernels_note")
     # What a fork release declared it carries beyond its version (vllm_install_capabilities).
     found["capabilities"] = (read_json(os.path.join(real, ".sparkfleet-release.json")) or {}).get("capabilities") or []
     if with_packages:

@@ -78,7 +78,15 @@ def _add_release_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index-url", action="append", help="an extra index (repeat); default: the platform's")
     p.add_argument("--find-links", action="append", default=[], help="a local wheel directory (repeat)")
     p.add_argument("--extra-package", action="append", help="an extra requirement resolved with vLLM (repeat)")
-    p.add_argument("--flashinfer-jit-cache-index", help="FlashInfer's index for its prebuilt JIT cache (optional)")
+    p.add_argument(
+        "--flashinfer-jit-cache-index", help="where FlashInfer's prebuilt kernels come from (default: FlashInfer's index)"
+    )
+    p.add_argument(
+        "--flashinfer-compile",
+        action="store_true",
+        help="gb10: lock no prebuilt FlashInfer kernels (FlashInfer compiles them at first start)",
+    )
+    p.add_argument("--b12x", action="store_true", help="gb10, vLLM 0.33+: add vLLM's b12x extra (SM120/121 kernels)")
     p.add_argument("--python-version", help="the target's Python (default: gb10 3.12, cpu 3.11)")
     p.add_argument("--arch", help="the target's architecture (gb10 is aarch64; cpu default: this machine's)")
     p.add_argument("--glibc", help="the target's glibc, e.g. 2.39 (default: gb10 DGX OS 2.39, cpu 2.28)")
@@ -93,6 +101,7 @@ _CLI_FLAGS = {
     "vllm_install_vllm_git_repo": "--git-repo",
     "vllm_install_vllm_git_ref": "--git-ref",
     "vllm_install_flashinfer_index_url": "--flashinfer-jit-cache-index",
+    "vllm_install_flashinfer_prebuilt": "--flashinfer-compile",
     "vllm_install_index_urls": "--index-url",
     "vllm_install_lock_find_links": "--find-links",
     "vllm_install_extra_packages": "--extra-package",
@@ -115,6 +124,8 @@ def _release_inputs(args: argparse.Namespace) -> InstallInputs:
         "flashinfer_version": args.flashinfer_version,
         "ray_version": args.ray_version,
         "flashinfer_index_url": args.flashinfer_jit_cache_index,
+        "flashinfer_prebuilt": not args.flashinfer_compile,
+        "b12x": args.b12x,
         "index_urls": args.index_url,
         "lock_find_links": args.find_links,
         "extra_packages": args.extra_package,

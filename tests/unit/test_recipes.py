@@ -63,9 +63,11 @@ def test_gb10_installs_exactly_the_lock_with_hashes_and_links_ptxas() -> None:
     assert [s.name for s in r.smoke] == [r.smoke_report, "vllm --version"]
 
 
-def test_a_jit_cache_index_and_a_wheelhouse_change_where_packages_come_from() -> None:
-    jit = gb10_recipe(flashinfer_index_url="https://flashinfer.ai/whl/cu130").steps[1].argv
-    assert jit[jit.index("--extra-index-url") + 1] == "https://flashinfer.ai/whl/cu130"
+def test_a_lock_with_flashinfers_kernels_and_a_wheelhouse_change_where_packages_come_from() -> None:
+    # The install adds the index the lock took FlashInfer's kernels from; a lock that took none adds none.
+    kernels = lock_for_inputs(GB10, GB10_LOCK_TEXT).model_copy(update={"kernels_index": "https://mirror.example/cu130"})
+    jit = recipe(inputs_from(GB10), kernels, "/opt/sparkfleet").steps[1].argv
+    assert jit[jit.index("--extra-index-url") + 1] == "https://mirror.example/cu130"
     assert jit[jit.index("--index-strategy") + 1] == "first-index"  # a name on that index comes from it alone
     offline = gb10_recipe(wheelhouse="/srv/wheelhouse").steps[1].argv
     assert offline[offline.index("--no-index") + 1 :][:2] == ["--find-links", "/srv/wheelhouse"]

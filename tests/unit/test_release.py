@@ -11,6 +11,7 @@ from conftest import FIXTURES
 from sparkfleet.errors import PlanError
 from sparkfleet.models import Platform
 from sparkfleet.release import (
+    Lock,
     LockRequest,
     build_lock,
     canonical_lock,
@@ -19,9 +20,14 @@ from sparkfleet.release import (
     compile_argv,
     explain_resolution_failure,
     fork_requirement_lines,
+    gb10_provider,
+    jit_cache_version,
+    kernel_problems,
     lock_release_id,
     nccl_override,
     parse_lock,
+    prebuilt_kernels,
+    providers,
     release_id,
     requirements_in,
     target_for,
@@ -121,6 +127,7 @@ def test_a_lock_records_its_target_cuda_packages_and_id() -> None:
         "triton": "3.7.1",
         "nvidia-nccl-cu13": "2.29.7",
         "cuda": "13.0",
+        "kernels": "compiled at first start (no JIT cache)",
     }
 
 
@@ -145,12 +152,7 @@ def test_targets() -> None:
 def test_unset_pins_take_what_vllm_requires() -> None:
     assert requirements_in(REQUEST) == ["vllm==0.32.0"]
     pinned = REQUEST.model_copy(update={"torch_version": "2.13.0", "extra_packages": ("ray[default]==2.60.0",)})
-    assert requirements_in(pinned, jit_cache_version="0.7.0.post1") == [
-        "vllm==0.32.0",
-        "torch==2.13.0",
-        "flashinfer-jit-cache==0.7.0.post1",
-        "ray[default]==2.60.0",
-    ]
+    assert requirements_in(pinned) == ["vllm==0.32.0", "torch==2.13.0", "ray[default]==2.60.0"]
 
 
 def test_a_conflicting_pin_is_refused_with_the_resolvers_reason_and_the_variable() -> None:
@@ -235,3 +237,54 @@ def test_a_request_that_sets_none_of_the_later_fields_keeps_its_cache_key() -> N
     before = {k: v for k, v in REQUEST.model_dump(mode="json").items() if k not in ("multi_node", "overrides")}
     assert REQUEST.fingerprint() == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()
     assert REQUEST.model_copy(update={"multi_node": True}).fingerprint() != REQUEST.fingerprint()
+
+
+SHIM = "0.7.2.post1+cu130"
+
+
+def test_flashinfers_split_jit_cache_counts_only_with_a_provider_of_the_shims_full_version() -> None:
+    base = {"flashinfer-python": "0.7.2.post1", "flashinfer-jit-cache": SHIM}
+    assert jit_cache_version("0.7.2.post1", "13.0") == SHIM and jit_cache_version("0.7.2.post1", "13.4").endswith("+cu134")
+    # The shim alone holds no kernel (flashinfer-ai/flashinfer#4514): nothing is prebuilt.
+    assert prebuilt_kernels(base) is None
+    assert prebuilt_kernels({**base, "flashinfer-jit-cache-sm121a": SHIM}) == f"flashinfer-jit-cache {SHIM} + sm121a"
+    # A provider of another CUDA build is never loaded by this shim (#5096).
+    assert prebuilt_kernels({**base, "flashinfer-jit-cache-sm121a": "0.7.2.post1+cu134"}) is None
+    # Before 0.7 the JIT cache was one wheel holding every kernel.
+    assert prebuilt_kernels({"flashinfer-python": "0.6.16", "flashinfer-jit-cache": "0.6.16+cu130"}) == (
+        "flashinfer-jit-cache 0.6.16+cu130"
+    )
+
+
+def test_a_spark_loads_sm121a_before_the_sm120f_family_and_only_at_the_shims_version() -> None:
+    assert gb10_provider({"sm120f": SHIM, "sm121a": SHIM, "sm90a": SHIM}, SHIM) == "sm121a"
+    assert gb10_provider({"sm120f": SHIM, "sm90a": SHIM}, SHIM) == "sm120f"
+    assert gb10_provider({"sm121a": "0.7.1+cu130", "sm90a": SHIM}, SHIM) is None
+    assert providers({"flashinfer-jit-cache": SHIM, "flashinfer-jit-cache-sm121a": SHIM, "torch": "2.14.0"}) == {
+        "sm121a": SHIM
+    }
+
+
+def test_kernel_problems_name_cubin_on_gb10_a_mismatched_provider_and_a_shim_without_gb10s() -> None:
+    fine = {"flashinfer-python": "0.7.2.post1", "flashinfer-jit-cache": SHIM, "flashinfer-jit-cache-sm121a": SHIM}
+    assert kernel_problems(fine, gb10=True) == []
+    cubin = kernel_problems({**fine, "flashinfer-cubin": "0.7.2.post1"}, gb10=True)
+    assert len(cubin) == 1 and "no sm_120/121 kernels" in cubin[0]
+    assert kernel_problems({"flashinfer-python": "0.6.12", "flashinfer-cubin": "0.6.12"}, gb10=False) == []
+    stale = kernel_problems({**fine, "flashinfer-jit-cache-sm121a": "0.7.1+cu130"}, gb10=True)
+    assert any("0.7.1+cu130 is not the shim's version" in p for p in stale)
+    assert any("no provider a Spark loads" in p for p in stale)
+    other = kernel_problems({**fine, "flashinfer-jit-cache": "0.7.1+cu130"}, gb10=True)
+    assert any("is not of flashinfer-python 0.7.2.post1" in p for p in other)
+
+
+def test_a_lock_records_its_nccl_build_by_the_wheels_content_not_only_its_version() -> None:
+    lock = build_lock(REQUEST, GB10_LOCK)
+    nccl = parse_lock(GB10_LOCK)["nvidia-nccl-cu13"]
+    assert lock.nccl_build == f"nvidia-nccl-cu13 2.29.7 {nccl.hashes[0][:19]}"
+    # The same version from another file is another build (vllm-project/vllm#41725).
+    rebuilt = build_lock(REQUEST, GB10_LOCK.replace(nccl.hashes[0], "sha256:" + "9" * 64))
+    assert rebuilt.nccl_build != lock.nccl_build and rebuilt.packages["nvidia-nccl-cu13"] == "2.29.7"
+    # A lock written before the field existed says it all the same.
+    older = lock.model_dump(mode="json") | {"nccl_build": None}
+    assert Lock.model_validate(older).nccl_build == lock.nccl_build

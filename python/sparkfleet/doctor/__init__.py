@@ -24,6 +24,7 @@ from .observations import (
 from .report import diagnose, render
 from .serving import (
     MMAP_READ_FACTOR,
+    backends_finding,
     instance_findings,
     journal_pattern,
     journal_report,
@@ -48,6 +49,7 @@ __all__ = [
     "Policy",
     "ServeObservation",
     "Status",
+    "backends_finding",
     "diagnose",
     "gib_text",
     "host_findings",

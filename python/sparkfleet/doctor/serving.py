@@ -6,11 +6,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .. import logsigns
+from .. import backends, logsigns
 from ..cluster import Interconnect, package_differences
 from ..link import expected_gbps, judge_measurement, link_report
 from ..models import GIB
-from ..release import FLASHINFER_CUDA13_INDEX, cubins, prebuilt_kernels
+from ..release import CUBIN_PACKAGE, FLASHINFER_CUDA13_INDEX, FLASHINFER_SOURCE, prebuilt_kernels
 from .memory import guard_findings, start_findings
 from .observations import (
     KV_TOLERANCE,
@@ -37,11 +37,20 @@ def journal_pattern() -> str:
     return "|".join((*(re.escape(anchor) for anchor in _MEMORY_ANCHORS), logsigns.journal_grep()))
 
 
-def log_findings(area: str, log: str, flags: Mapping[str, list[str]]) -> list[Finding]:
-    """What vLLM selected (against the plan's flags) and every known signature, harmless ones named as such."""
+def log_findings(
+    area: str, log: str, flags: Mapping[str, list[str]], expected: backends.ExpectedBackends | None = None
+) -> list[Finding]:
+    """The kernel backends vLLM selected against the plan's (`expected`, else read from `flags`), what else it
+    said it loaded, and every known signature, harmless ones named as such."""
+    if expected is None:
+        expected = backends.expected_backends({"flags": [{"name": n, "values": v} for n, v in flags.items()]})
+    out: list[Finding] = []
+    kernels = backends_finding(area, log, expected)
+    if kernels is not None:
+        out.append(kernels)
     marks = {logsigns.Severity.RED: Status.RED, logsigns.Severity.YELLOW: Status.YELLOW}
-    quiet, out = [], []
-    for severity, detail in logsigns.judge(log, flags):
+    quiet = []
+    for severity, detail in logsigns.judge(log):
         if severity is None:
             quiet.append(detail)
         elif severity is logsigns.Severity.HARMLESS:
@@ -49,8 +58,25 @@ def log_findings(area: str, log: str, flags: Mapping[str, list[str]]) -> list[Fi
         else:
             out.append(Finding(area=area, check="log", status=marks[severity], detail=detail))
     if quiet:
-        out.insert(0, Finding(area=area, check="loaded", status=Status.GREEN, detail="; ".join(quiet)))
+        out.insert(
+            1 if kernels is not None else 0, Finding(area=area, check="loaded", status=Status.GREEN, detail="; ".join(quiet))
+        )
     return out
+
+
+def backends_finding(area: str, log: str, expected: backends.ExpectedBackends) -> Finding | None:
+    """Which attention, MoE and linear kernels vLLM selected at its last start and whether they are the plan's:
+    red where a forced one did not apply or FP4 weights run weight-only where a native FP4 kernel is expected,
+    yellow where a forced one is not in the log or vLLM's own pick has a known cost. None without a start log."""
+    if not log.strip():
+        return None
+    verdicts = backends.compare(backends.parse(log), expected)
+    if not verdicts:
+        return None
+    worst = max((v.severity for v in verdicts), key=list(backends.Severity).index)
+    return Finding(
+        area=area, check="kernel backends", status=Status(worst.value), detail="; ".join(v.detail for v in verdicts)
+    )
 
 
 def journal_report(journal: str) -> dict[str, float]:
@@ -144,7 +170,7 @@ def instance_findings(obs: InstanceObservation, release: dict[str, Any] | None) 
         )
 
     flags = {str(f["name"]): [str(v) for v in f.get("values", [])] for f in plan.get("flags", [])}
-    out.extend(log_findings(area, obs.journal, flags))
+    out.extend(log_findings(area, obs.journal, flags, backends.expected_backends(plan)))
     said = journal_report(obs.journal)
     if "kv_tokens" not in said:
         out.append(
@@ -233,15 +259,24 @@ def kernels_finding(release: dict[str, Any]) -> Finding | None:
     found = prebuilt_kernels(locked)
     if found:
         return Finding(area="release", check="kernels", status=Status.GREEN, detail=f"FlashInfer kernels prebuilt: {found}")
-    partial = cubins(locked)
-    what = f"only {partial} (its precompiled kernels; the JIT modules still compile)" if partial else "no prebuilt kernels"
+    if CUBIN_PACKAGE in locked:
+        return Finding(
+            area="release",
+            check="kernels",
+            status=Status.RED,
+            detail=f"the release carries {CUBIN_PACKAGE} {locked[CUBIN_PACKAGE]}, which has no sm_120/121 kernels and "
+            f"breaks FlashInfer's import on a Spark when stale ({FLASHINFER_SOURCE}): run the site playbook for a "
+            "release locked by this sparkfleet (it never takes it on gb10)",
+        )
+    why = release.get("kernels_note") or "the lock has no JIT cache with a provider for GB10"
     return Finding(
         area="release",
         check="kernels",
         status=Status.YELLOW,
         detail=f"FlashInfer {flashinfer} compiles its JIT kernels at first start (the field reports about 17 min on a "
-        f"Spark with a fresh JIT cache): the release has {what}; set vllm_install_flashinfer_index_url: "
-        f"{FLASHINFER_CUDA13_INDEX} where the controller reaches FlashInfer's index (seed 000 §2.6)",
+        f"Spark with a fresh JIT cache, vllm-project/vllm#45179): {why}; with the controller reaching "
+        f"{FLASHINFER_CUDA13_INDEX} (or a mirror in vllm_install_flashinfer_index_url), relock "
+        "(vllm_install_relock: true) to take FlashInfer's JIT-cache shim and GB10's provider",
     )
 
 

@@ -21,6 +21,13 @@ _URL = re.compile(r"^(https?|file)://[!-~]+$")
 TRITON_PTXAS = "lib/python{python}/site-packages/triton/backends/nvidia/bin/ptxas"
 DIST_ALIAS = "vllm-dist-alias"
 SEED_GUIDE = "seed 000 §2 (source build with uv, cu130 torch, FlashInfer cu130 jit-cache)"
+# vLLM 0.33.0's Requires-Dist: 'b12x==1.5.1; extra == "b12x"' (read from its wheel by tests/index).
+B12X_EXTRA_SINCE = (0, 33)
+B12X_REQUIREMENT = "vllm[b12x]"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:2])
 
 
 class ReleasePatch(Strict):
@@ -76,8 +83,12 @@ class InstallInputs(Strict):
     torchvision_version: str | None = None
     flashinfer_version: str | None = None
     ray_version: str | None = None
-    # FlashInfer's prebuilt JIT cache lives only on its own index: opt in where a site reaches it.
+    # gb10: lock FlashInfer's prebuilt kernels (its JIT-cache shim and GB10's provider) so nothing compiles at
+    # first start; they live only on FlashInfer's own index (flashinfer_index_url, empty: FLASHINFER_CUDA13_INDEX).
+    flashinfer_prebuilt: bool = True
     flashinfer_index_url: str | None = None
+    # vLLM's b12x extra (0.33+): the SM120/121 kernels behind the fastest Spark recipes, locked like any package.
+    b12x: bool = False
     index_urls: tuple[str, ...] | None = None
     # Wheel directories on the controller (resolving) and on the host (installing).
     lock_find_links: tuple[str, ...] = ()
@@ -173,6 +184,21 @@ class InstallInputs(Strict):
                 f"a release from the package index is exactly vLLM {info.data.get('vllm_version')}; declare "
                 f"{', '.join(value)} only for a fork (vllm_source git) or a patched release"
             )
+        return value
+
+    @field_validator("b12x")
+    @classmethod
+    def _b12x_on_a_spark_release(cls, value: bool, info: ValidationInfo) -> bool:
+        platform, version = info.data.get("platform"), info.data.get("vllm_version")
+        if not value:
+            return value
+        if platform is not None and platform is not Platform.GB10:
+            raise ValueError(f"b12x holds SM120/121 CUDA kernels; the {platform.value} release cannot load them")
+        if info.data.get("vllm_source") == "git":
+            raise ValueError("a fork declares its own extras: put b12x==<version> in vllm_install_extra_packages")
+        if isinstance(version, str) and _release(version) < B12X_EXTRA_SINCE:
+            since = ".".join(map(str, B12X_EXTRA_SINCE))
+            raise ValueError(f"vLLM publishes its b12x extra from {since}.0; vllm_version is {version}")
         return value
 
     @field_validator("flashinfer_index_url")

@@ -8,8 +8,18 @@ from pydantic import Field, ValidationError
 
 from ..errors import from_validation
 from ..models import Platform, Strict
-from ..release import GB10_CUDA_SOURCE, INDEX_STRATEGY, Lock, LockRequest, Target, lock_release_id, target_for
-from .inputs import DIST_ALIAS, SEED_GUIDE, TRITON_PTXAS, InstallInputs
+from ..release import (
+    CUBIN_PACKAGE,
+    FLASHINFER_CUDA13_INDEX,
+    GB10_CUDA_SOURCE,
+    INDEX_STRATEGY,
+    Lock,
+    LockRequest,
+    Target,
+    lock_release_id,
+    target_for,
+)
+from .inputs import B12X_REQUIREMENT, DIST_ALIAS, SEED_GUIDE, TRITON_PTXAS, InstallInputs
 
 
 class PlatformPackages(Strict):
@@ -36,12 +46,27 @@ PLATFORM_PACKAGES = {
 }
 
 
+# What a platform's lock never takes, whatever the user's excludes: flashinfer-cubin has no sm_120/121 kernels
+# and a stale one breaks FlashInfer's import on a Spark (flashinfer-ai/flashinfer#4781).
+NEVER_LOCKED: dict[Platform, tuple[str, ...]] = {Platform.GB10: (CUBIN_PACKAGE,), Platform.CPU: ()}
+
+
 class Step(Strict):
     name: str
     argv: list[str]
     env: dict[str, str] = Field(default_factory=dict)
     why: str = ""
 
+
+# RMSNorm is one of FlashInfer's JIT modules (flashinfer/jit/core.py refuses to build one under FLASHINFER_DISABLE_JIT):
+# it runs only if the JIT cache provider for this GPU holds it.
+JIT_DISABLED_CHECK = (
+    "import json, torch, flashinfer, importlib.metadata as md; "
+    "x = torch.randn(8, 256, device='cuda', dtype=torch.bfloat16); "
+    "flashinfer.norm.rmsnorm(x, torch.ones(256, device='cuda', dtype=torch.bfloat16)); torch.cuda.synchronize(); "
+    "print(json.dumps({'flashinfer': flashinfer.__version__, 'providers': sorted(d.metadata['Name'] for d in "
+    "md.distributions() if d.metadata['Name'].startswith('flashinfer') and '-sm' in d.metadata['Name'].replace('_', '-'))}))"
+)
 
 # The smoke step whose last line is the release's JSON report (versions, torch's CUDA, the platform vLLM detects).
 SMOKE_REPORT = "import vllm and torch, report the platform"
@@ -95,6 +120,13 @@ def target_of(inputs: InstallInputs, host_arch: str | None = None, host_glibc: s
     return target_for(inputs.platform, inputs.python_version, host_arch, host_glibc)
 
 
+def kernels_index(inputs: InstallInputs) -> str | None:
+    """Where a gb10 release's FlashInfer kernels are locked from: the user's mirror, else FlashInfer's own index."""
+    if inputs.platform is not Platform.GB10 or not inputs.flashinfer_prebuilt:
+        return None
+    return inputs.flashinfer_index_url or FLASHINFER_CUDA13_INDEX
+
+
 def lock_request(
     inputs: InstallInputs,
     target: Target,
@@ -116,11 +148,11 @@ def lock_request(
         torchvision_version=inputs.torchvision_version,
         flashinfer_version=inputs.flashinfer_version,
         ray_version=inputs.ray_version,
-        flashinfer_jit_cache_index=inputs.flashinfer_index_url,
+        flashinfer_jit_cache_index=kernels_index(inputs),
         index_urls=pkgs.index_urls,
         find_links=inputs.lock_find_links,
-        extra_packages=pkgs.extra_packages,
-        excludes=pkgs.excludes,
+        extra_packages=(*pkgs.extra_packages, *([B12X_REQUIREMENT] if inputs.b12x else [])),
+        excludes=tuple(dict.fromkeys((*pkgs.excludes, *NEVER_LOCKED[inputs.platform]))),
         multi_node=inputs.multi_node,
     )
 
@@ -144,10 +176,10 @@ def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
         source_args = ["--no-index", "--find-links", inputs.wheelhouse]
     else:
         source_args = [arg for url in pkgs.index_urls for arg in ("--extra-index-url", url)]
-        if inputs.flashinfer_index_url:
-            source_args += ["--extra-index-url", inputs.flashinfer_index_url]
+        if lock.kernels_index:
+            source_args += ["--extra-index-url", lock.kernels_index]
         source_args += [arg for link in inputs.find_links for arg in ("--find-links", link)]
-        if pkgs.index_urls or inputs.flashinfer_index_url:
+        if pkgs.index_urls or lock.kernels_index:
             source_args += ["--index-strategy", INDEX_STRATEGY]
 
     steps = [
@@ -258,6 +290,17 @@ def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
         ),
         Step(name="vllm --version", argv=[f"{release}/bin/vllm", "--version"]),
     ]
+    if inputs.platform is Platform.GB10 and lock.prebuilt_kernels:
+        smoke.append(
+            Step(
+                name="run a FlashInfer kernel with its JIT disabled",
+                argv=[python, "-c", JIT_DISABLED_CHECK],
+                env={"FLASHINFER_DISABLE_JIT": "1"},
+                why=f"the release locks {lock.prebuilt_kernels}: a kernel FlashInfer would otherwise compile must load "
+                "from the installed provider on this GPU before any unit switches to the release (FlashInfer raises "
+                "instead of compiling when FLASHINFER_DISABLE_JIT is set)",
+            )
+        )
     return Recipe(
         release_id=rid,
         release_dir=release,

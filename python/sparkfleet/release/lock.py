@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from pydantic import model_validator
@@ -13,9 +13,9 @@ from pydantic import model_validator
 from ..errors import PlanError
 from ..models import Platform, Strict
 from ..version import __version__
-from .packages import PREBUILT_KERNEL_PACKAGES, prebuilt_kernels
-from .reading import canonical_lock, check_target, parse_lock
-from .request import LOCK_SCHEMA, PIN_VARIABLES, LockRequest, Naming, canonical_name
+from .packages import JIT_CACHE_PROVIDER_PREFIX, PREBUILT_KERNEL_PACKAGES, prebuilt_kernels
+from .reading import LockedPackage, canonical_lock, check_target, parse_lock
+from .request import LOCK_SCHEMA, NCCL_PACKAGE, PIN_VARIABLES, LockRequest, Naming, canonical_name
 
 
 class Lock(Strict):
@@ -46,13 +46,22 @@ class Lock(Strict):
     # FlashInfer's kernels prebuilt for its exact version ('flashinfer-jit-cache 0.7.2.post1'); None: compiled
     # at first start. Recorded with the lock (release.prebuilt_kernels) so host facts can read it without the library.
     prebuilt_kernels: str | None = None
+    # The index FlashInfer's JIT cache was locked from (installs add it); None when the lock carries none.
+    kernels_index: str | None = None
+    # Why a gb10 release carries no prebuilt kernels (the index unreachable, no provider for GB10, turned off).
+    kernels_note: str | None = None
+    # pip's and the system's NCCL of one version are different builds (vllm-project/vllm#41725): the wheel's
+    # version with the sha256 of each file the index has for it (uv installs the target's, hash-checked).
+    nccl_build: str | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _kernels_from_packages(cls, values: object) -> object:
-        """A lock written before the field existed (or a rollback's) says it from its packages all the same."""
+        """A lock written before these fields existed (or a rollback's) says them from its packages all the same."""
         if isinstance(values, dict) and values.get("prebuilt_kernels") is None and isinstance(values.get("packages"), dict):
-            return {**values, "prebuilt_kernels": prebuilt_kernels(values["packages"])}
+            values = {**values, "prebuilt_kernels": prebuilt_kernels(values["packages"])}
+        if isinstance(values, dict) and values.get("nccl_build") is None and isinstance(values.get("requirements"), str):
+            values = {**values, "nccl_build": nccl_build(parse_lock(values["requirements"]))}
         return values
 
     def same_packages(self, other: Lock) -> bool:
@@ -67,6 +76,8 @@ class Lock(Strict):
             "torch",
             "flashinfer-python",
             *PREBUILT_KERNEL_PACKAGES,
+            *(name for name in sorted(self.packages) if name.startswith(JIT_CACHE_PROVIDER_PREFIX)),
+            "b12x",
             "transformers",
             "triton",
             "nvidia-nccl-cu13",
@@ -76,6 +87,8 @@ class Lock(Strict):
         if self.source == "git":
             out["vllm"] = f"{self.vllm_version} (git {self.git_sha})"
         out["cuda"] = self.cuda
+        if self.platform is Platform.GB10:
+            out["kernels"] = self.prebuilt_kernels or f"compiled at first start ({self.kernels_note or 'no JIT cache'})"
         return out
 
 
@@ -122,7 +135,16 @@ def build_lock(request: LockRequest, text: str, naming: Naming = "role") -> Lock
         packages={name: pkg.version for name, pkg in sorted(packages.items())},
         requirements=text,
         prebuilt_kernels=prebuilt_kernels({name: pkg.version for name, pkg in packages.items()}),
+        nccl_build=nccl_build(packages),
     )
+
+
+def nccl_build(packages: Mapping[str, LockedPackage]) -> str | None:
+    """'nvidia-nccl-cu13 2.30.7 sha256:ab12.. sha256:cd34..': the NCCL wheel a release installs, by content."""
+    found = packages.get(NCCL_PACKAGE)
+    if found is None:
+        return None
+    return " ".join((NCCL_PACKAGE, found.version, *(h[:19] for h in sorted(found.hashes))))
 
 
 def lock_release_id(lock: Lock, patch_hashes: Iterable[str] = (), *, capabilities: Iterable[str] = ()) -> str:

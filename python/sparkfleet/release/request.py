@@ -35,10 +35,12 @@ PIN_VARIABLES = {
         "flashinfer-python": "vllm_install_flashinfer_version",
         "flashinfer-jit-cache": "vllm_install_flashinfer_index_url",
         "ray": "vllm_install_ray_version",
+        "b12x": "vllm_install_b12x",
         "*extra": "vllm_install_extra_packages",
         "*index": "vllm_install_index_urls",
         "*git": "vllm_install_git_ref",
         "*lock": "vllm_install_lock_file",
+        "*prebuilt": "vllm_install_flashinfer_prebuilt",
     },
     "cli": {
         "vllm": "--vllm-version",
@@ -48,10 +50,12 @@ PIN_VARIABLES = {
         "flashinfer-python": "--flashinfer-version",
         "flashinfer-jit-cache": "--flashinfer-jit-cache-index",
         "ray": "--ray-version",
+        "b12x": "--b12x",
         "*extra": "--extra-package",
         "*index": "--index-url",
         "*git": "--git-ref",
         "*lock": "--output",
+        "*prebuilt": "--flashinfer-compile",
     },
 }
 Naming = Literal["role", "cli"]
@@ -126,7 +130,7 @@ class LockRequest(Strict):
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def requirements_in(request: LockRequest, jit_cache_version: str | None = None) -> list[str]:
+def requirements_in(request: LockRequest) -> list[str]:
     """The top-level requirements uv resolves (vLLM from PyPI, or a fork's declared requirements)."""
     if request.source == "git":
         reqs = [line for line in request.fork_requirements if not _drops(line)]
@@ -139,8 +143,6 @@ def requirements_in(request: LockRequest, jit_cache_version: str | None = None) 
         ("ray", request.ray_version),
     )
     reqs += [f"{name}=={version}" for name, version in pins if version]
-    if jit_cache_version:
-        reqs.append(f"flashinfer-jit-cache=={jit_cache_version}")
     return reqs + list(request.extra_packages)
 
 
