@@ -32,6 +32,7 @@ LIBRARY_MODULES = (
     "sparkfleet.adapters",
     "sparkfleet.filters",
     "sparkfleet.hub",
+    "sparkfleet.hubpins",
     "sparkfleet.planner",
     "sparkfleet.recipes",
     "sparkfleet.resolver",

@@ -16,9 +16,17 @@ description:
     commit, whatever lands on the branch meanwhile; the result says when the branch has moved on (C(moved),
     C(current)), and I(repin) takes its head again.
   - A hub that cannot be reached leaves an existing pin in force; a model without a pin is then refused.
+  - With each pin comes the manifest of what staging fetches at that commit (sparkfleet.manifest, kept in
+    I(pin_dir) beside the pins as C(ORG--NAME@COMMIT.manifest.json)) - the configs, tokenizer and templates, the
+    weight index and exactly the shards its weight_map names, a bundled drafter's own files, and what the
+    entry's C(extra_files) patterns ask for, each with its size and checksum (the hub's sha256 for LFS files,
+    the git blob id otherwise). It is listed once per commit (and again when C(extra_files) changes), so every
+    host of a fleet stages the same bytes, and an unreachable hub leaves a recorded manifest in force.
 options:
   _terms:
-    description: Model entries ({id, revision}) or ids (C(ORG/NAME[@REVISION])), as a list or one by one.
+    description:
+      - Model entries ({id, revision, extra_files}) or ids (C(ORG/NAME[@REVISION])), as a list or one by one.
+      - C(extra_files), fnmatch patterns of more files to fetch (C(original/*)), is added to the manifest.
     type: raw
     required: true
   pin_dir:
@@ -52,6 +60,9 @@ _raw:
   description:
     - One item per entry, C(id), C(revision), C(commit) (what to stage and serve), C(pinned_at), C(current) (the
       revision's head now, none when the hub was not reached) and C(moved).
+    - C(manifest) (the manifest's path on the controller), C(manifest_digest) (sha256 of the canonical manifest,
+      what the ranks of a cluster compare), C(manifest_files), C(manifest_bytes) (what staging fetches) and
+      C(repo_bytes) (the whole repository at the commit).
   type: list
   elements: dict
 """
@@ -67,6 +78,7 @@ from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import loa
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
         hub = load("sparkfleet.hub")
+        pins = load("sparkfleet.hubpins")
         self.set_options(var_options=variables, direct=kwargs)
         pin_dir = Path(self.get_option("pin_dir")).expanduser()
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -74,23 +86,39 @@ class LookupModule(LookupBase):
         # A list given as one term (query('...', model_stage_models)) counts as its items.
         entries = [item for given in terms for item in (given if isinstance(given, list) else [given])]
         for entry in entries:
+            extra_files = ()
             if isinstance(entry, dict) and isinstance(entry.get("id"), str):
                 repo_id, revision = entry["id"], entry.get("revision")
+                extra_files = entry.get("extra_files") or ()
+                if isinstance(extra_files, str) or not all(isinstance(p, str) and p for p in extra_files):
+                    raise AnsibleLookupError(
+                        f"hub_pin: {repo_id}: extra_files is a list of file patterns, got {extra_files!r}"
+                    )
             elif isinstance(entry, str) and hub.MODEL_REF.fullmatch(entry):
                 repo_id, revision = hub.parse_model_ref(entry)
             else:
                 raise AnsibleLookupError(f"hub_pin: each term is a model entry {{id, revision}} or an id, got {entry!r}")
+            hub_access = {"endpoint": self.get_option("endpoint") or None, "token": self.get_option("token") or None}
             try:
-                pinned = hub.pin_revision(
+                pinned = pins.pin_revision(
                     repo_id,
                     str(revision) if revision else None,
                     pin_dir,
                     now,
                     repin=self.get_option("repin"),
-                    endpoint=self.get_option("endpoint") or None,
-                    token=self.get_option("token") or None,
+                    **hub_access,
                 )
+                manifest, path = pins.stage_manifest(repo_id, pinned.commit, pin_dir, tuple(extra_files), **hub_access)
             except ValueError as exc:
                 raise AnsibleLookupError(f"hub_pin: model_stage_models: {exc}") from exc
-            results.append(pinned.as_dict())
+            results.append(
+                pinned.as_dict()
+                | {
+                    "manifest": str(path),
+                    "manifest_digest": manifest.digest,
+                    "manifest_files": len(manifest.files),
+                    "manifest_bytes": manifest.bytes,
+                    "repo_bytes": manifest.repo_bytes,
+                }
+            )
         return results

@@ -93,6 +93,40 @@ def hub_complete(repo, snapshot):
     return bool(glob.glob(os.path.join(snapshot, "*.safetensors")))
 
 
+def hub_verified(repo, snapshot):
+    """What model_stage's last verification of the snapshot's manifest recorded (hub_manifest.py), checked
+    cheaply: every file present at its size, and unchanged (size, mtime, inode) since its checksum passed.
+    None when no manifest was verified there (a model staged before manifests, or by hand)."""
+    path = os.path.join(repo, "sparkfleet", os.path.basename(snapshot) + ".json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            record = json.load(handle)
+        files = record["files"]
+        verified = record.get("verified") or {}
+        digest = record["digest"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    failing = []
+    for entry in files:
+        name, size = entry["path"], int(entry["size"])
+        try:
+            found = os.stat(os.path.join(snapshot, name))
+        except OSError:
+            failing.append({"path": name, "why": "missing"})
+            continue
+        if found.st_size != size:
+            failing.append({"path": name, "why": "%d bytes, not %d" % (found.st_size, size)})
+        elif verified.get(name) != [found.st_size, found.st_mtime_ns, found.st_ino]:
+            why = "changed since its checksum was verified" if name in verified else "checksum not verified"
+            failing.append({"path": name, "why": why})
+    return {
+        "manifest_digest": digest,
+        "manifest_files": len(files),
+        "manifest_bytes": sum(int(entry["size"]) for entry in files),
+        "failing": failing,
+    }
+
+
 MANIFEST = ".sparkfleet-staged.json"
 
 
@@ -129,10 +163,14 @@ def resolve_model(ref, hf_home, model_store):
             found = describe_model(local)
             complete, source_stamp = local_staged(local)
             found.update(id=model_id, source="local", complete=complete, source_stamp=source_stamp)
+            found.update(manifest_digest=None, failing=[])
             return found
     if hf_home:
         repo, snapshot = hub_snapshot(hf_home, model_id, ref.get("revision"))
         found = describe_model(snapshot)
-        found.update(id=model_id, source="hub", complete=found["present"] and hub_complete(repo, snapshot))
+        complete = found["present"] and hub_complete(repo, snapshot)
+        verified = hub_verified(repo, snapshot) if found["present"] else None
+        found.update(verified or {"manifest_digest": None, "failing": []})
+        found.update(id=model_id, source="hub", complete=complete and not found["failing"])
         return found
     return {"id": model_id, "path": None, "present": False, "complete": False}

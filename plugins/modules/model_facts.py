@@ -13,6 +13,11 @@ author: sparkfleet contributors (@sparkfleet)
 description:
   - Resolves each model of O(model_refs) in O(model_store), then in the O(hf_home) hub cache, and reports its
     path, config.json, weight bytes, largest safetensors file, filesystem type and whether it is complete.
+  - A hub model that model_stage verified against its manifest (the record beside its snapshots,
+    C(hub/models--ORG--NAME/sparkfleet/COMMIT.json)) is complete only while every file of the manifest is
+    present at its size and unchanged (size, time, inode) since its checksum passed, which costs a stat per
+    file; it reports the manifest's C(manifest_digest), which the ranks of a cluster compare, and the
+    C(failing) files, each with why.
   - Describes the directories of O(model_dirs) the same way, and the free space where models are written.
   - Reads only; safe in check mode.
 options:
@@ -63,6 +68,10 @@ ansible_facts:
         - C(staged), per model id of O(model_refs), its resolved path, source (local or hub), config, weight bytes,
           largest safetensors file, filesystem type and completeness (a model staged from a directory also has the
           C(source_stamp) its manifest recorded).
+        - A resolved model also has C(manifest_digest) (sha256 of the hub manifest it was verified against, none
+          when it was not, or for a model from a directory) and C(failing) (C({path, why}) per file of that
+          manifest that is missing, of another size, or changed or unverified since its checksum passed); a hub
+          model verified against a manifest has C(manifest_files) and C(manifest_bytes) too.
         - C(models), per directory of O(model_dirs), the same description.
         - C(storage), for O(hf_home) and O(model_store), C(free_bytes), C(fs_type), C(device) and C(measured_at).
       type: dict

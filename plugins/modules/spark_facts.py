@@ -116,6 +116,8 @@ spark_facts:
         - Per model id in I(model_refs), its resolved path, source (local or hub), config, weight bytes, largest
           safetensors file, filesystem type and completeness.
         - A model staged from a directory also has the C(source_stamp) its manifest recorded.
+        - A model staged from the hub also has the C(manifest_digest) its files last passed verification against
+          and C(failing) (path and why, for each file not present at its size or changed since).
       type: dict
     rdma_devices:
       description: The host's RDMA verbs nodes (C(/dev/infiniband/uverbsN)) and C(/dev/infiniband/rdma_cm), when it has them.

@@ -216,6 +216,17 @@ def nccl_choice(found: NcclLibraries, wanted: Literal["pip", "system"], host: st
 # --------------------------------------------------------------------------- preflight
 
 
+class StagedModel(Strict):
+    """A model as a node's spark_facts / model_facts report it (their other keys are not compared)."""
+
+    model_config = Strict.model_config | {"extra": "ignore"}
+
+    complete: bool = False
+    # sha256 of the manifest model_stage verified the snapshot against: equal digests, the same bytes.
+    manifest_digest: str | None = None
+    failing: list[dict[str, str]] = Field(default_factory=list)
+
+
 class NodeFacts(Strict):
     """What the cluster preflight compares across nodes."""
 
@@ -223,7 +234,11 @@ class NodeFacts(Strict):
     # The release lock's packages (name -> version): equal ids should mean equal sets; this proves it.
     packages: dict[str, str] = Field(default_factory=dict)
     versions: dict[str, str] = Field(default_factory=dict)  # vllm, torch, ray, nccl
-    models: dict[str, bool] = Field(default_factory=dict)  # model id -> staged and complete
+    # The NCCL library every process loads, by content: 'pip libnccl.so.2 sha256:...' or 'system libnccl2
+    # 2.30.7-1+cuda13.0'. pip's and the system's NCCL of one version are different builds (vllm-project/vllm#41725).
+    nccl_build: str | None = None
+    # model id -> staged and complete, or what model_facts reports of it (complete, manifest_digest, failing)
+    models: dict[str, bool | StagedModel] = Field(default_factory=dict)
     interface: bool = True
     addressed: bool = True  # the interface has an IPv4 address (Ray binds it; the units admit its subnet)
     peers: dict[str, bool] = Field(default_factory=dict)  # peer -> answers on the interface
@@ -265,7 +280,44 @@ def cluster_problems(head: str, nodes: dict[str, NodeFacts], interface: str) -> 
         for key, value in sorted(reference.versions.items()):
             if node.versions.get(key) != value:
                 problems.append(f"{name} has {key} {node.versions.get(key) or 'none'}, the head {head} has {value}")
-        for model, complete in sorted(reference.models.items()):
-            if complete and not node.models.get(model, False):
-                problems.append(f"{name} does not have {model} staged completely (every node loads its own copy)")
+        if reference.nccl_build and node.nccl_build != reference.nccl_build:
+            problems.append(
+                f"{name} loads NCCL {node.nccl_build or 'unknown'}, the head {head} loads {reference.nccl_build}: one "
+                "version can be different builds (vllm-project/vllm#41725); every rank must load the same library"
+            )
+        problems += model_differences(name, node.models, head, reference.models)
+    return problems
+
+
+def _short(digest: str | None) -> str:
+    return digest[:12] if digest else "none (never verified)"
+
+
+def _staged(found: bool | StagedModel | None) -> StagedModel:
+    return found if isinstance(found, StagedModel) else StagedModel(complete=bool(found))
+
+
+def model_differences(
+    name: str, models: dict[str, bool | StagedModel], head: str, reference: dict[str, bool | StagedModel]
+) -> list[str]:
+    """Each model the head has staged completely that this node has not, or has as other bytes (another
+    manifest digest, or none where the other has one; the bare booleans of older facts compare completeness
+    alone), naming the node and its failing files."""
+    problems = []
+    for model, theirs in sorted(reference.items()):
+        wanted, found = _staged(theirs), _staged(models.get(model))
+        reported = isinstance(theirs, StagedModel) and isinstance(models.get(model), StagedModel)
+        if not wanted.complete:
+            continue
+        if not found.complete:
+            failing = ", ".join(f"{f.get('path')} ({f.get('why')})" for f in found.failing[:5])
+            problems.append(
+                f"{name} does not have {model} staged completely (every node loads its own copy)"
+                + (f": {failing} failed verification" if failing else "")
+            )
+        elif reported and wanted.manifest_digest != found.manifest_digest:
+            problems.append(
+                f"{name} has {model} staged as manifest {_short(found.manifest_digest)}, the head {head} as "
+                f"{_short(wanted.manifest_digest)} (other files or another commit): stage every node from one pin"
+            )
     return problems

@@ -26,6 +26,7 @@ from .models import ModelProfile, ProfileArg
 # ORG/NAME with an optional @REVISION (a branch, tag or commit), as the hub spells repository ids.
 MODEL_REF = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96})(?:@(?P<revision>[\w./-]{1,255}))?$", re.ASCII)
 SUMMARY_SCHEMA = 1
+COMMIT = re.compile(r"[0-9a-f]{40}")
 T = TypeVar("T")
 
 
@@ -108,7 +109,7 @@ class HubUnreachableError(PlanError):
     """The hub could not be asked (offline, or no connection): what it would have said is not known."""
 
 
-def _hub_error(exc: Exception, repo_id: str, revision: str | None) -> PlanError:
+def hub_error(exc: Exception, repo_id: str, revision: str | None) -> PlanError:
     """One clear refusal per way the hub says no (huggingface_hub.errors)."""
     from huggingface_hub import constants
     from huggingface_hub.errors import (
@@ -151,12 +152,12 @@ def _hub_error(exc: Exception, repo_id: str, revision: str | None) -> PlanError:
             ("--weights-gib G (the size of its weights)",),
         )
     said = str(exc).splitlines()[0][:200] if str(exc) else ""
-    if isinstance(exc, _transport_errors()):
+    if isinstance(exc, transport_errors()):
         return HubUnreachableError("model", f"{repo_id}: the hub at {where} could not be reached: {said}")
     return PlanError("model", f"{repo_id}: the hub at {where} answered {type(exc).__name__}: {said}")
 
 
-def _quietly(call: Callable[[], T]) -> T:
+def quietly(call: Callable[[], T]) -> T:
     """Run a hub call without its progress bar: it would write to stderr inside an Ansible worker."""
     from huggingface_hub.utils.tqdm import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
@@ -169,7 +170,7 @@ def _quietly(call: Callable[[], T]) -> T:
             enable_progress_bars()
 
 
-def _transport_errors() -> tuple[type[Exception], ...]:
+def transport_errors() -> tuple[type[Exception], ...]:
     """A refused or dropped connection surfaces as the HTTP client's own error: httpx under huggingface_hub
     1.x, httpx2 under 2.x."""
     errors: list[type[Exception]] = []
@@ -195,7 +196,7 @@ def read_hub_model(ref: str, *, weights_known: bool = False) -> HubModel:
         NotASafetensorsRepoError,
         OSError,
         ValueError,
-        *_transport_errors(),
+        *transport_errors(),
     )
     try:
         config_path = Path(hf_hub_download(repo_id, "config.json", revision=revision))
@@ -214,7 +215,7 @@ def read_hub_model(ref: str, *, weights_known: bool = False) -> HubModel:
             )
         if summary is None:
             try:
-                metadata = _quietly(lambda: HfApi().get_safetensors_metadata(repo_id, revision=commit))
+                metadata = quietly(lambda: HfApi().get_safetensors_metadata(repo_id, revision=commit))
             except NotASafetensorsRepoError:
                 if not weights_known:
                     raise
@@ -227,7 +228,7 @@ def read_hub_model(ref: str, *, weights_known: bool = False) -> HubModel:
     except SafetensorsParsingError as exc:
         raise PlanError("model", f"{repo_id}: a safetensors header could not be parsed: {exc}") from exc
     except failures as exc:
-        raise _hub_error(exc, repo_id, revision) from exc
+        raise hub_error(exc, repo_id, revision) from exc
     return HubModel(repo_id, revision, commit, config, summary)
 
 
@@ -238,7 +239,7 @@ def snapshot_dir(hf_home: str, repo_id: str, commit: str) -> str:
 
 def served_at(profile: ModelProfile, commit: str, source: str) -> ModelProfile:
     """The profile served at one commit: vLLM loads exactly that snapshot, offline, whatever a branch says."""
-    if not _COMMIT.fullmatch(commit):
+    if not COMMIT.fullmatch(commit):
         raise PlanError("model", f"{commit!r} is not a commit (40 hexadecimal digits)")
     pinned = ProfileArg(
         flag="--revision",
@@ -275,112 +276,3 @@ def describe(ref: str) -> dict[str, Any]:
         "commit": model.commit,
         "source": model.source,
     }
-
-
-# --------------------------------------------------------------------------- pins
-
-_COMMIT = re.compile(r"[0-9a-f]{40}")
-PIN_SCHEMA = 1
-
-
-@dataclass(frozen=True)
-class HubPin:
-    """The commit a hub revision is served at: resolved once, kept on the controller, moved only when asked."""
-
-    repo_id: str
-    revision: str
-    commit: str
-    pinned_at: str
-    # The revision's head now; None when the hub could not be asked (the pin still holds).
-    current: str | None
-
-    @property
-    def moved(self) -> bool:
-        return self.current is not None and self.current != self.commit
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.repo_id,
-            "revision": self.revision,
-            "commit": self.commit,
-            "pinned_at": self.pinned_at,
-            "current": self.current,
-            "moved": self.moved,
-        }
-
-
-def branch_head(repo_id: str, revision: str, endpoint: str | None = None, token: str | None = None) -> str:
-    """The commit a branch or tag names on the hub now (one HEAD request for config.json)."""
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url
-    from huggingface_hub.errors import HfHubHTTPError
-
-    failures: tuple[type[Exception], ...] = (HfHubHTTPError, OSError, ValueError, *_transport_errors())
-    try:
-        url = hf_hub_url(repo_id, "config.json", revision=revision, endpoint=endpoint)
-        metadata = get_hf_file_metadata(url, token=token or None)
-    except failures as exc:
-        raise _hub_error(exc, repo_id, revision) from exc
-    if not metadata.commit_hash or not _COMMIT.fullmatch(metadata.commit_hash):
-        raise PlanError("model", f"{repo_id}@{revision}: the hub named no commit for it")
-    return metadata.commit_hash
-
-
-def _pin_path(pins_dir: Path, repo_id: str, revision: str) -> Path:
-    return pins_dir / f"{repo_id.replace('/', '--')}@{revision.replace('/', '--')}.json"
-
-
-def pin_revision(
-    repo_id: str,
-    revision: str | None,
-    pins_dir: Path,
-    now: str,
-    *,
-    repin: bool = False,
-    endpoint: str | None = None,
-    token: str | None = None,
-) -> HubPin:
-    """The commit to stage and serve for ORG/NAME@REVISION.
-
-    A commit pins itself. A branch or tag is resolved once and the commit kept in `pins_dir`; later runs
-    stage and serve that commit, and report when the branch has moved on; `repin` takes the branch's
-    head again. A hub that cannot be reached leaves an existing pin in force.
-    """
-    parse_model_ref(f"{repo_id}@{revision}" if revision else repo_id)
-    rev = revision or "main"
-    if _COMMIT.fullmatch(rev):
-        return HubPin(repo_id, rev, rev, "", rev)
-    path = _pin_path(pins_dir, repo_id, rev)
-    kept = _load_pin(path, repo_id, rev)
-    try:
-        current: str | None = branch_head(repo_id, rev, endpoint, token)
-    except PlanError:
-        if kept is None or repin:
-            raise
-        current = None
-    if kept is not None and not repin:
-        return HubPin(repo_id, rev, kept[0], kept[1], current)
-    assert current is not None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    body = json.dumps({"schema": PIN_SCHEMA, "id": repo_id, "revision": rev, "commit": current, "pinned_at": now})
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
-        handle.write(body + "\n")
-    os.replace(handle.name, path)
-    return HubPin(repo_id, rev, current, now, current)
-
-
-def _load_pin(path: Path, repo_id: str, revision: str) -> tuple[str, str] | None:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise PlanError("model_stage_pin_dir", f"{path} is not a readable pin: {exc}") from exc
-    if (
-        not isinstance(data, dict)
-        or data.get("schema") != PIN_SCHEMA
-        or data.get("id") != repo_id
-        or data.get("revision") != revision
-        or not _COMMIT.fullmatch(str(data.get("commit", "")))
-    ):
-        raise PlanError("model_stage_pin_dir", f"{path} is not a pin of {repo_id}@{revision}; remove it to pin again")
-    return str(data["commit"]), str(data.get("pinned_at", ""))

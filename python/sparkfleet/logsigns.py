@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from . import backends
+from . import backendlog
 from .sources import SEED_GUIDE, SEED_MISTRAL, SEED_NANO
 
 XID_CATALOG = "NVIDIA Xid catalog (docs.nvidia.com/deploy/xid-errors)"
@@ -148,20 +148,20 @@ class Seen:
 def journal_grep() -> str:
     """One journalctl --grep pattern (PCRE2) for every line the tables and sparkfleet.backends read."""
     anchors = [selection.anchor for selection in SELECTIONS] + [sign.anchor for sign in SIGNS]
-    anchors += backends.journal_anchors()
+    anchors += backendlog.journal_anchors()
     return "|".join(re.escape(anchor) for anchor in dict.fromkeys(anchors))
 
 
 # The kernel backends under the names a benchmark's record has kept them by.
-_KERNEL_KEYS = {backends.Layer.ATTENTION: "attention backend", backends.Layer.MOE: "MoE backend"}
+_KERNEL_KEYS = {backendlog.Layer.ATTENTION: "attention backend", backendlog.Layer.MOE: "MoE backend"}
 
 
 def loaded(journal: str) -> list[Seen]:
     """What vLLM said it selected, one per kind, the last start's line winning: its kernel backends (read by
     sparkfleet.backends, vLLM's names) and the other selections of SELECTIONS."""
     found: dict[str, Seen] = {}
-    selected = backends.parse(journal)
-    for layer in backends.Layer:
+    selected = backendlog.parse(journal)
+    for layer in backendlog.Layer:
         for seen in selected.of(layer):
             if not seen.inferred:
                 what = _KERNEL_KEYS.get(layer) or f"{seen.quant} GEMM"

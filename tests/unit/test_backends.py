@@ -15,7 +15,8 @@ import pytest
 from conftest import FIXTURES, spark
 
 from sparkfleet import backends, logsigns
-from sparkfleet.backends import ANNOUNCEMENTS, Agreement, Layer, Severity, expected_backends, parse
+from sparkfleet.backendlog import ANNOUNCEMENTS, Layer, SelectedBackends, parse
+from sparkfleet.backends import Agreement, Severity, expected_backends
 from sparkfleet.catalog import get_profile
 from sparkfleet.doctor import Status, backends_finding, diagnose, journal_pattern, log_findings
 from sparkfleet.models import Intent
@@ -203,7 +204,7 @@ def test_every_announcement_has_a_real_line_and_the_journal_grep_keeps_it() -> N
 
 @pytest.mark.parametrize("line", NOT_SELECTIONS)
 def test_lines_that_name_no_selection_are_not_read_as_one(line: str) -> None:
-    assert parse(line) == backends.SelectedBackends()
+    assert parse(line) == SelectedBackends()
 
 
 def test_a_start_reads_each_kernel_once_whatever_the_ranks_and_layers_repeat() -> None:

@@ -164,3 +164,21 @@ def test_every_process_gets_ray_token_authentication_from_a_file() -> None:
 def test_a_token_path_that_is_not_plain_is_refused(path: str) -> None:
     with pytest.raises(PlanError, match="not an absolute path"):
         ray_auth_env(path)
+
+
+def test_ranks_that_load_different_nccl_builds_of_one_version_are_named() -> None:
+    pip = "pip libnccl.so.2 sha256:" + "a" * 64
+    same = {"nccl": "2.30.7"}
+    head = _node(nccl_build=pip, versions={**_node().versions, **same})
+    rebuilt = _node(nccl_build="pip libnccl.so.2 sha256:" + "b" * 64, versions={**_node().versions, **same})
+    system = _node(nccl_build="system libnccl2 2.30.7-1+cuda13.0", versions={**_node().versions, **same})
+    assert (
+        cluster_problems("spark01", {"spark01": head, "spark02": _node(nccl_build=pip, versions=head.versions)}, "eth0")
+        == []
+    )
+    for other in (rebuilt, system):
+        problems = cluster_problems("spark01", {"spark01": head, "spark02": other}, "eth0")
+        assert len(problems) == 1 and problems[0].startswith(f"spark02 loads NCCL {other.nccl_build}, the head spark01")
+        assert "vllm-project/vllm#41725" in problems[0]
+    # A head whose build is unknown (no NCCL found) compares nothing.
+    assert cluster_problems("spark01", {"spark01": _node(), "spark02": system}, "eth0") == []

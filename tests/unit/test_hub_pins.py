@@ -20,7 +20,7 @@ SCRIPT = """
 import json, sys
 from pathlib import Path
 from sparkfleet.errors import PlanError
-from sparkfleet.hub import pin_revision
+from sparkfleet.hubpins import pin_revision
 repo, revision, pins, repin = sys.argv[1], sys.argv[2] or None, Path(sys.argv[3]), sys.argv[4] == "1"
 try:
     print(json.dumps(pin_revision(repo, revision, pins, "2026-11-24T10:00:00Z", repin=repin).as_dict()))
@@ -118,7 +118,8 @@ def test_references_carry_the_pinned_commit_and_directories_stay_as_they_are() -
 
 
 def test_the_download_model_stage_runs_stages_exactly_the_pinned_commit_with_the_token_from_a_file(tmp_path: Path) -> None:
-    """hub.yml's command, run for real: `hf download ID --revision COMMIT`, the token only in HF_TOKEN_PATH."""
+    """hub.yml's command, run for real: `hf download ID --revision COMMIT FILE...` (the manifest's files), the
+    token only in HF_TOKEN_PATH."""
     from ansible_collections.sparkfleet.vllm.plugins.module_utils.model_state import resolve_model
 
     hf = Path(sys.executable).parent / "hf"
@@ -132,7 +133,7 @@ def test_the_download_model_stage_runs_stages_exactly_the_pinned_commit_with_the
         token_file.chmod(0o600)
         env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
         env |= {"HF_ENDPOINT": server.endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_DISABLE_TELEMETRY": "1"}
-        argv = [str(hf), "download", REPO, "--revision", NEW]
+        argv = [str(hf), "download", REPO, "--revision", NEW, "config.json", "model.safetensors"]
         refused = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
         assert refused.returncode != 0  # gated: no token, no files
         with_token = env | {"HF_TOKEN_PATH": str(token_file)}

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .. import backends, logsigns
+from .. import backendlog, backends, logsigns
 from ..cluster import Interconnect, package_differences
 from ..link import expected_gbps, judge_measurement, link_report
 from ..models import GIB
@@ -70,7 +70,7 @@ def backends_finding(area: str, log: str, expected: backends.ExpectedBackends) -
     yellow where a forced one is not in the log or vLLM's own pick has a known cost. None without a start log."""
     if not log.strip():
         return None
-    verdicts = backends.compare(backends.parse(log), expected)
+    verdicts = backends.compare(backendlog.parse(log), expected)
     if not verdicts:
         return None
     worst = max((v.severity for v in verdicts), key=list(backends.Severity).index)
