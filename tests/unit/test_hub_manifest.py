@@ -306,6 +306,20 @@ def test_clearing_a_file_never_touches_what_lies_outside_the_models_cache(tmp_pa
     assert other.read_bytes() == b"another model's weights"
 
 
+def test_a_file_that_is_not_a_regular_file_fails_without_being_opened(tmp_path: Path) -> None:
+    """The cache is the service user's: a FIFO (or a device) planted where an empty file belongs would hold the
+    verification's read forever; it is named and cleared instead."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link = snapshot(tmp_path) / "added_tokens.json"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(fifo)
+    files = [{"path": "added_tokens.json", "size": 0, "git_sha1": "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"}]
+    manifest = {"id": OSS, "commit": COMMIT, "files": files, "digest": manifest_digest(OSS, COMMIT, files)}
+    assert host(tmp_path, manifest, "verify")["failing"] == [{"path": "added_tokens.json", "why": "not a regular file"}]
+    assert host(tmp_path, manifest, "remove", "added_tokens.json")["removed"] == [str(link)] and fifo.exists()
+
+
 def entries(*paths: str) -> list[RepoEntry]:
     return [RepoEntry(p, 10 + len(p), f"{abs(hash(p)):040x}"[:40], None) for p in paths]
 

@@ -22,6 +22,7 @@ import os
 import re
 import sys
 import tempfile
+from stat import S_ISREG
 from typing import Any
 
 RECORD_SCHEMA = 1
@@ -107,6 +108,9 @@ def verify(manifest: dict[str, Any], hf_home: str, checksums: bool) -> dict[str,
         except OSError:
             failing.append({"path": path, "why": "missing"})
             continue
+        if not S_ISREG(stat.st_mode):
+            failing.append({"path": path, "why": "not a regular file"})
+            continue
         if stat.st_size != size:
             failing.append({"path": path, "why": f"{stat.st_size} bytes, not {size}"})
             continue
@@ -135,7 +139,8 @@ def verify(manifest: dict[str, Any], hf_home: str, checksums: bool) -> dict[str,
 
 
 def record(manifest: dict[str, Any], hf_home: str, verified: dict[str, list[int]]) -> bool:
-    """Keep what passed beside the snapshots (owned as the model's cache is); False when nothing changed."""
+    """Keep what passed beside the snapshots; False when nothing changed. Run as the cache's owner (the role's
+    runuser): root never writes into a directory the service user controls."""
     repo = repo_dir(hf_home, manifest["id"])
     if not os.path.isdir(repo):
         return False
@@ -148,14 +153,10 @@ def record(manifest: dict[str, Any], hf_home: str, verified: dict[str, list[int]
                 return False
     except (OSError, ValueError):
         pass
-    owner = os.stat(repo)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=os.path.dirname(path), delete=False, suffix=".tmp") as handle:
         json.dump(body, handle, indent=1, sort_keys=True)
     os.chmod(handle.name, 0o644)
-    if os.geteuid() == 0:
-        os.chown(os.path.dirname(path), owner.st_uid, owner.st_gid)
-        os.chown(handle.name, owner.st_uid, owner.st_gid)
     os.replace(handle.name, path)
     return True
 
