@@ -87,7 +87,7 @@ def _flags(plan: Mapping[str, Any]) -> dict[str, _Flag]:
     name: str | None = None
     for word in [str(w) for w in plan.get("argv", [])]:
         if word.startswith("--"):
-            name, _, value = word.partition("=")
+            name, value = word.split("=", 1) if "=" in word else (word, "")
             out[name] = _Flag([value] if value else [], "")
         elif name is not None:
             out[name].values.append(word)

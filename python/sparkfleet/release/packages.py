@@ -45,8 +45,8 @@ def _release_tuple(version: str) -> tuple[int, ...]:
 
 def cuda_local_tag(cuda: str) -> str:
     """'13.0' -> 'cu130': the local version FlashInfer's index gives a CUDA build."""
-    major, _, minor = cuda.partition(".")
-    return f"cu{major}{minor or '0'}"
+    parts = cuda.split(".")
+    return f"cu{parts[0]}{parts[1] if len(parts) > 1 and parts[1] else '0'}"
 
 
 def jit_cache_version(flashinfer: str, cuda: str) -> str:
