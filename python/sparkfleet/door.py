@@ -72,6 +72,9 @@ class DoorLimits(Strict):
     max_body_mib: Annotated[int, Field(ge=1, le=1024)] | None = None
     # Long generations and streams: the upstream may be silent this long between two bytes.
     read_timeout_s: Annotated[int, Field(ge=10, le=86_400)] = 3600
+    # A client must send its TLS handshake and its whole request head within this (nginx's default is 60 s): a
+    # connection held open with a partial head costs a worker connection for no request.
+    header_timeout_s: Annotated[int, Field(ge=2, le=300)] = 10
     # While an instance starts or restarts the door answers 503 and asks clients to retry after this.
     retry_after_s: Annotated[int, Field(ge=1, le=3600)] = 10
     # A request for a stopped on-demand model waits this long for it to start and answer right, then

@@ -12,6 +12,7 @@ import http.client
 import http.server
 import json
 import os
+import re
 import shutil
 import socket
 import socketserver
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NGINX = ROOT / ".cache" / "nginx"
 ROLE = ROOT / "roles" / "front_door"
 ANONYMOUS_BURST = 5
+HEADER_TIMEOUT_S = 2
 
 
 def nginx_binary() -> Path:
@@ -69,7 +71,8 @@ class InstanceHandler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-        self.reply(json.dumps({"model": body["model"], "authorization": self.headers.get("Authorization")}).encode())
+        seen = {"path": self.path, "request_id": self.headers.get("X-Request-Id")}
+        self.reply(json.dumps({"model": body["model"], "authorization": self.headers.get("Authorization"), **seen}).encode())
 
 
 def free_port() -> int:
@@ -90,7 +93,12 @@ def door_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ss
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
     port = free_port()
-    limits = {"anonymous_burst": ANONYMOUS_BURST, "anonymous_per_minute": 1, "burst": 100}
+    limits = {
+        "anonymous_burst": ANONYMOUS_BURST,
+        "anonymous_per_minute": 1,
+        "burst": 100,
+        "header_timeout_s": HEADER_TIMEOUT_S,
+    }
     plan: dict[str, Any] = door(
         host(("chat", 8000, {"served_name": "chat"})),
         clients=[{"name": "alice", "key": KEY_A}],
@@ -153,12 +161,18 @@ def door_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ss
 
 
 def ask(
-    door: tuple[str, ssl.SSLContext], method: str, path: str, key: str | None = None, body: Any = None
+    door: tuple[str, ssl.SSLContext],
+    method: str,
+    path: str,
+    key: str | None = None,
+    body: Any = None,
+    *,
+    extra: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, str], str]:
     address, context = door
     host_name, port = address.split(":")
     connection = http.client.HTTPSConnection(host_name, int(port), context=context, timeout=10)
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    headers = ({"Authorization": f"Bearer {key}"} if key else {}) | (extra or {})
     connection.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
     reply = connection.getresponse()
     text = reply.read().decode()
@@ -176,8 +190,40 @@ def test_the_door_answers_health_without_a_key_and_routes_a_key_holder_without_p
     assert ask(door_url, "GET", "/health")[0::2] == (200, "ok\n")
     status, headers, text = ask(door_url, "POST", "/v1/chat/completions", KEY_A, CHAT)
     assert status == 200, text
-    assert json.loads(text) == {"model": "chat", "authorization": None}
+    seen = json.loads(text)
+    assert seen == {"model": "chat", "authorization": None, "path": "/v1/chat/completions", "request_id": seen["request_id"]}
     assert headers["strict-transport-security"].startswith("max-age=")
+    assert re.fullmatch(r"[0-9a-f]{32}", seen["request_id"]) and headers["x-request-id"] == seen["request_id"]
+
+
+def test_upstream_gets_the_path_the_door_matched_and_the_doors_own_request_id(door_url: Any) -> None:
+    """A client's spelling of a path (doubled slashes, a dot segment, a query string) and its X-Request-Id (which
+    vLLM would make the response's id) never reach the instance."""
+    ids = set()
+    for path in ("/v1//chat/completions", "/v1/./chat/completions", "/v1/chat/completions?debug=1&x=%2e%2e"):
+        status, headers, text = ask(door_url, "POST", path, KEY_A, CHAT, extra={"X-Request-Id": "chosen-by-the-client"})
+        assert status == 200, (path, text)
+        seen = json.loads(text)
+        assert seen["path"] == "/v1/chat/completions", path
+        assert seen["request_id"] != "chosen-by-the-client" and headers["x-request-id"] == seen["request_id"]
+        ids.add(seen["request_id"])
+    assert len(ids) == 3
+
+
+def test_a_connection_that_never_finishes_its_request_head_is_closed(door_url: Any) -> None:
+    """Slow headers are bounded (front_door_limits.header_timeout_s, 2 s here; nginx's default holds them 60 s)."""
+    address, context = door_url
+    host_name, port = address.split(":")
+    with (
+        socket.create_connection((host_name, int(port)), timeout=30) as raw,
+        context.wrap_socket(raw, server_hostname=host_name) as tls,
+    ):
+        tls.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: door\r\nX-Slow: ")
+        started = time.monotonic()
+        while tls.recv(4096):
+            pass  # nginx may answer 408 before it closes
+        held = time.monotonic() - started
+    assert held < HEADER_TIMEOUT_S + 20, f"the partial head was held {held:.1f} s"
 
 
 def test_without_a_valid_key_every_path_is_refused_then_limited_per_address_while_key_holders_go_on(
