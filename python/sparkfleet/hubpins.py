@@ -99,21 +99,32 @@ def pin_revision(
     if kept is not None and not repin:
         return HubPin(repo_id, rev, kept[0], kept[1], current)
     assert current is not None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    body = json.dumps({"schema": PIN_SCHEMA, "id": repo_id, "revision": rev, "commit": current, "pinned_at": now})
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
-        handle.write(body + "\n")
-    os.replace(handle.name, path)
+    _keep(path, json.dumps({"schema": PIN_SCHEMA, "id": repo_id, "revision": rev, "commit": current, "pinned_at": now}))
     return HubPin(repo_id, rev, current, now, current)
 
 
-def _load_pin(path: Path, repo_id: str, revision: str) -> tuple[str, str] | None:
+def _keep(path: Path, text: str) -> None:
+    """Write a pin or a manifest whole or not at all: a run stopped mid-write leaves the old one (or none)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
+        handle.write(text + "\n")
+    os.replace(handle.name, path)
+
+
+def _kept(path: Path, what: str) -> Any:
+    """The JSON kept at `path`, None when there is none; unreadable, it is refused naming the pin directory."""
     try:
-        data = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise PlanError("model_stage_pin_dir", f"{path} is not a readable pin: {exc}") from exc
+        raise PlanError("model_stage_pin_dir", f"{path} is not a readable {what}: {exc}") from exc
+
+
+def _load_pin(path: Path, repo_id: str, revision: str) -> tuple[str, str] | None:
+    data = _kept(path, "pin")
+    if data is None:
+        return None
     if (
         not isinstance(data, dict)
         or data.get("schema") != PIN_SCHEMA
@@ -187,20 +198,14 @@ def stage_manifest(
         manifest = select(repo_id, commit, entries, indexes, extra_files)
     except ManifestError as exc:
         raise PlanError("model_stage_models", str(exc)) from exc
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
-        handle.write(json.dumps(manifest.as_dict(), indent=1) + "\n")
-    os.replace(handle.name, path)
+    _keep(path, json.dumps(manifest.as_dict(), indent=1))
     return manifest, path
 
 
 def _load_manifest(path: Path, repo_id: str, commit: str) -> Manifest | None:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
+    data = _kept(path, "manifest")
+    if data is None:
         return None
-    except (OSError, ValueError) as exc:
-        raise PlanError("model_stage_pin_dir", f"{path} is not a readable manifest: {exc}") from exc
     try:
         manifest = Manifest.from_dict(data)
     except (KeyError, TypeError, ValueError) as exc:
