@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import math
 import re
 from typing import Annotated, Literal
 
@@ -161,9 +162,16 @@ class Activator(Strict):
 NGINX_BASE_MIB = 256
 
 
+# What one request in flight costs nginx, in bodies: its buffer and njs's copy that the router scans (the scan
+# itself allocates nothing per byte). Measured with benchmarks/door_memory.py's shapes on Debian's nginx 1.22
+# and njs: 2.2 bodies for 2 and 8 MiB bodies of nested arrays, many keys and chat messages alike; 2.5 leaves
+# room for TLS and the proxy's buffers.
+BODY_COPIES_IN_FLIGHT = 2.5
+
+
 def door_memory_mib(clients: int, concurrency: int, max_body_mib: int) -> int:
-    """What nginx may hold: each key's requests in flight buffer their bodies, and njs scans a copy of each."""
-    return NGINX_BASE_MIB + max(clients, 1) * concurrency * max_body_mib * 2
+    """What nginx may hold: each key's requests in flight at the body limit, at their measured cost."""
+    return NGINX_BASE_MIB + math.ceil(max(clients, 1) * concurrency * max_body_mib * BODY_COPIES_IN_FLIGHT)
 
 
 # TLS 1.2 suites with forward secrecy and an AEAD cipher (Mozilla's "intermediate" list): no CBC and no
@@ -304,7 +312,8 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
     memory_max = door_memory_mib(len(settings.clients), settings.limits.concurrency, max_body)
     memory_why = (
         f"nginx may hold {memory_max} MiB (MemoryMax: {len(settings.clients)} keys x {settings.limits.concurrency} "
-        f"requests x {max_body} MiB of body, twice for the router's copy, + {NGINX_BASE_MIB} MiB for nginx); "
+        f"requests x {max_body} MiB of body x {BODY_COPIES_IN_FLIGHT} (its buffer and the router's copy, "
+        f"measured) + {NGINX_BASE_MIB} MiB for nginx); "
         "past it the kernel stops the door, never vLLM"
     )
     models: dict[str, object] = {

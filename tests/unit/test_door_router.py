@@ -58,6 +58,10 @@ CASES = [
     '{"prompt": "a\\\\", "model": "after-backslash"}',
     '{"model": "caf\\u00e9"}',
     '{"mod\\u0065l": "escaped-key", "x": 1}',
+    '{"\\u006D\\u006f\\u0064\\u0065\\u006C": "all-escaped"}',
+    '{"model": "kept", "mod\\u0065": "not-model", "modelx": 1, "\\nmodel": 2}',
+    '{"m\\u006fdel": 3}',
+    '{"mod\\u00651": "x", "model": "y"}',
     '  {"stream": true, "model" : "spaced"}  ',
     "{}",
     '[{"model": "in-array"}]',
@@ -70,6 +74,11 @@ CASES = [
 
 def test_the_router_agrees_with_json_loads_on_hand_made_bodies() -> None:
     assert scan(CASES) == [expected(body) for body in CASES]
+
+
+def test_a_model_name_longer_than_any_served_is_neither_decoded_nor_echoed() -> None:
+    # The router marks it (an empty object here) and answers 404 without the name.
+    assert scan(['{"model": "' + "x" * 2000 + '"}', '{"model": "' + "x" * 1000 + '"}']) == [{}, "x" * 1000]
 
 
 def test_a_deeply_nested_body_is_scanned_without_building_it() -> None:
@@ -89,11 +98,15 @@ json_values = st.recursive(
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(
-        st.dictionaries(st.sampled_from(["model", "messages", "prompt", "x"]), json_values, max_size=5),
+        st.dictionaries(
+            st.sampled_from(["model", "messages", "prompt", "x", "mode", "models", "\u006d"]), json_values, max_size=5
+        ),
         min_size=1,
         max_size=20,
     )
 )
 def test_the_router_agrees_with_json_loads_on_generated_bodies(objects: list[dict[str, Any]]) -> None:
     bodies = [json.dumps(o, separators=(",", ":") if i % 2 else (", ", ": ")) for i, o in enumerate(objects)]
+    # A key spelled with escapes is the key json.loads reads: the router must decode it the same way.
+    bodies += [b.replace('"model"', '"m\\u006fd\\u0065l"') for b in bodies]
     assert scan(bodies) == [expected(body) for body in bodies]
