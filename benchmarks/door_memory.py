@@ -12,13 +12,14 @@ alone (buffer and scan), not vLLM. While they are in flight a keyed `GET /v1/mod
 on its own connection: its latency is what any other client of the door sees meanwhile. Last, one body a
 little over the limit, which the door must refuse with 413.
 
-With `--webui` the same bodies go, without an account, to the chat UI's sign-in (port 8443), and what is
+With `--webui` the same bodies go, without an account, to the chat UI (port 8443): to its sign-in, or with
+`--path` to any of its paths (`/api/v1/chats/new` reads its JSON body before it asks for a session); what is
 sampled is Open WebUI's memory and its /health latency.
 
 It samples the resident memory of every nginx process (or the UI's) every 20 ms. These are CPU sandbox
 numbers on this machine, not DGX Spark figures; nginx's own memory does not depend on the accelerator.
 
-Run: uv run python benchmarks/door_memory.py [--host spark01] [--concurrency 8] [--webui]
+Run: uv run python benchmarks/door_memory.py [--host spark01] [--concurrency 8] [--webui] [--path PATH]
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Runs on the sandbox host with its system Python: stdlib only. Reads the client key from a file there.
 CLIENT = r"""
 import http.client, json, os, re, ssl, subprocess, sys, threading, time
-concurrency, client_key_file, model, target = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+concurrency, client_key_file, model, target, send_path = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 key = open(client_key_file).read().strip()
 conf = open("/etc/nginx/conf.d/sparkfleet-door.conf").read()
 limits = [int(m) for m in re.findall(r"client_max_body_size (\d+)m;", conf)]
@@ -91,7 +92,6 @@ def request(method, path, payload=None, authorized=True):
     c.close()
     return reply.status
 
-send_path = "/v1/chat/completions" if target == "door" else "/api/v1/auths/signin"
 probe = ("GET", "/v1/models", True) if target == "door" else ("GET", "/health", False)
 
 def run(shape):
@@ -137,15 +137,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="spark01")
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--webui", action="store_true", help="send the bodies to the chat UI's sign-in instead")
+    parser.add_argument("--webui", action="store_true", help="send the bodies to the chat UI instead")
+    parser.add_argument("--path", default="", help="the path the bodies go to (default: the door's chat, the UI's sign-in)")
     args = parser.parse_args()
     key = ROOT / ".cache" / "sandbox-client-key"
     # The key travels as a file, never on an argv.
     subprocess.run(["podman", "cp", str(key), f"{args.host}:/root/.sandbox-client-key"], check=True)
     target = "webui" if args.webui else "door"
+    path = args.path or ("/api/v1/auths/signin" if args.webui else "/v1/chat/completions")
     argv = ["podman", "exec", "-i", args.host, "python3", "-", str(args.concurrency), "/root/.sandbox-client-key"]
     run = subprocess.run(
-        [*argv, "sparkfleet-benchmark/no-such-model", target],
+        [*argv, "sparkfleet-benchmark/no-such-model", target, path],
         input=CLIENT,
         capture_output=True,
         text=True,
@@ -159,7 +161,7 @@ def main() -> int:
     r = json.loads(run.stdout)
     mib = 1024 * 1024
     limit = r["memory_max"] / mib if r["memory_max"] else None
-    what = "chat UI (Open WebUI, sign-in without an account)" if args.webui else "front door (nginx, all processes)"
+    what = f"chat UI (Open WebUI, {path} without an account)" if args.webui else "front door (nginx, all processes)"
     print(f"{what} memory on {args.host} (CPU sandbox, not Spark figures)")
     print(
         f"  body limit {r['limit_bytes'] / mib:.1f} MiB, {r['concurrency']} in flight; MemoryMax "

@@ -26,7 +26,8 @@ options:
       - C(address), C(port), C(server_name), C(tls) (C(self_signed), C(provided) or C(ca)), C(http2),
         C(clients) (a list of C(name) and C(key)) and C(limits) (C(requests_per_minute), C(burst),
         C(concurrency), C(max_body_mib), C(read_timeout_s), C(retry_after_s), C(on_demand_wait_s), and per address
-        without a valid key C(anonymous_per_minute), C(anonymous_burst), C(anonymous_concurrency)).
+        without a valid key C(anonymous_per_minute), C(anonymous_burst), C(anonymous_concurrency); per address
+        on the chat UI's port C(webui_per_minute), C(webui_burst), C(webui_concurrency)).
     type: dict
     required: true
   variable:

@@ -86,6 +86,11 @@ class DoorLimits(Strict):
     anonymous_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 600
     anonymous_burst: Annotated[int, Field(ge=0, le=100_000)] = 300
     anonymous_concurrency: Annotated[int, Field(ge=1, le=100_000)] = 16
+    # The chat UI's port takes no key, so it counts every request per client address. A page load fetches
+    # about a hundred scripts and styles at once, hence the burst.
+    webui_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 1200
+    webui_burst: Annotated[int, Field(ge=0, le=100_000)] = 300
+    webui_concurrency: Annotated[int, Field(ge=1, le=100_000)] = 32
 
 
 class DoorWebui(Strict):
@@ -96,6 +101,9 @@ class DoorWebui(Strict):
     upstream_port: Annotated[int, Field(ge=1024, le=65535)] = 8080
     # Documents and images people upload to the UI.
     max_body_mib: Annotated[int, Field(ge=1, le=1024)] = 32
+    # Signing in (Open WebUI's /api/v1/auths/) takes an address and a password: a body past this is refused
+    # before the UI reads it (a 7.63 MiB sign-in body held its /health for 7.5 s).
+    sign_in_body_kib: int = 64
 
 
 class DoorSettings(Strict):

@@ -141,6 +141,10 @@ class WebuiSettings(Strict):
     admin_email: str
     admin_name: str = "Admin"
     default_model: str = ""
+    # Open WebUI held 380-540 MiB at rest on the sandbox and rose to 1,519 MiB under eight 32 MiB bodies sent
+    # to its sign-in without an account (before the door capped sign-in bodies): 3 GiB is its room to work,
+    # and past it systemd restarts the UI instead of letting it eat the memory the GPU shares.
+    memory_max_mib: Annotated[int, Field(ge=1024, le=65536)] = 3072
 
     @field_validator("version")
     @classmethod
@@ -176,6 +180,10 @@ class WebuiPlan(Strict):
     argv: list[str]
     environment: list[Setting]
     reasons: list[str]
+    # Its unit's limits: what it may hold, and the OOM killer's preference for it over vLLM.
+    limits: list[Setting]
+    # Its accounts (SQLite in DATA_DIR): the role asks it, read-only, whether the admin account exists.
+    database: str
 
 
 def webui_plan(
@@ -251,6 +259,19 @@ def webui_plan(
         url=browser_url,
         argv=[f"{root}/current/bin/open-webui", "serve", "--host", "127.0.0.1", "--port", str(settings.port)],
         environment=env,
+        database=f"{state}/webui.db",
+        limits=[
+            Setting(
+                name="MemoryMax",
+                value=f"{settings.memory_max_mib}M",
+                reason="webui_memory_max_mib: past it the UI is stopped and restarted, never the memory the GPU shares",
+            ),
+            Setting(
+                name="OOMScoreAdjust",
+                value="500",
+                reason="when the shared memory runs out, the kernel takes the UI (systemd restarts it) before vLLM",
+            ),
+        ],
         reasons=[
             f"Open WebUI {settings.version} on {upstream} only; browsers reach it through the door at {browser_url}",
             f"it reaches the models through the door ({door_url}) with its own client key, 'webui'",

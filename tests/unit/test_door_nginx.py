@@ -33,6 +33,7 @@ NGINX = ROOT / ".cache" / "nginx"
 ROLE = ROOT / "roles" / "front_door"
 ANONYMOUS_BURST = 5
 HEADER_TIMEOUT_S = 2
+UI_BURST = 4
 
 
 def nginx_binary() -> Path:
@@ -75,6 +76,23 @@ class InstanceHandler(http.server.BaseHTTPRequestHandler):
         self.reply(json.dumps({"model": body["model"], "authorization": self.headers.get("Authorization"), **seen}).encode())
 
 
+class UiHandler(http.server.BaseHTTPRequestHandler):
+    """A stand-in for Open WebUI on its loopback port: says how many body bytes reached it."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.dumps({"bytes": len(self.rfile.read(int(self.headers.get("Content-Length", "0"))))}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -92,12 +110,17 @@ def door_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ss
     server = Instance(str(instance_socket), InstanceHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
-    port = free_port()
+    ui = http.server.ThreadingHTTPServer(("127.0.0.1", 0), UiHandler)
+    threading.Thread(target=ui.serve_forever, daemon=True).start()
+
+    port, ui_port = free_port(), free_port()
     limits = {
         "anonymous_burst": ANONYMOUS_BURST,
         "anonymous_per_minute": 1,
         "burst": 100,
         "header_timeout_s": HEADER_TIMEOUT_S,
+        "webui_burst": UI_BURST,
+        "webui_per_minute": 1,
     }
     plan: dict[str, Any] = door(
         host(("chat", 8000, {"served_name": "chat"})),
@@ -105,6 +128,7 @@ def door_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ss
         address="127.0.0.1",
         port=port,
         limits=limits,
+        webui={"port": ui_port, "upstream_port": ui.server_address[1]},
     )
     for route in plan["routes"]:
         route["upstream"] = f"unix:{instance_socket}"  # the stand-in, where the plan names /run/sparkfleet-vllm-*
@@ -154,22 +178,24 @@ def door_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ss
                 pytest.fail(f"nginx did not serve the door's configuration: {nginx.communicate()[0]}{error_log}")
             time.sleep(0.1)
     context = ssl.create_default_context(cafile=str(config / "tls" / "door.crt"))
-    yield f"127.0.0.1:{port}", context
+    yield f"127.0.0.1:{port}", context, f"127.0.0.1:{ui_port}"
     nginx.terminate()
     nginx.wait(timeout=10)
     server.shutdown()
+    ui.shutdown()
 
 
 def ask(
-    door: tuple[str, ssl.SSLContext],
+    door: tuple[str, ssl.SSLContext, str],
     method: str,
     path: str,
     key: str | None = None,
     body: Any = None,
     *,
     extra: dict[str, str] | None = None,
+    ui: bool = False,
 ) -> tuple[int, dict[str, str], str]:
-    address, context = door
+    address, context = door[2] if ui else door[0], door[1]
     host_name, port = address.split(":")
     connection = http.client.HTTPSConnection(host_name, int(port), context=context, timeout=10)
     headers = ({"Authorization": f"Bearer {key}"} if key else {}) | (extra or {})
@@ -211,19 +237,21 @@ def test_upstream_gets_the_path_the_door_matched_and_the_doors_own_request_id(do
 
 
 def test_a_connection_that_never_finishes_its_request_head_is_closed(door_url: Any) -> None:
-    """Slow headers are bounded (front_door_limits.header_timeout_s, 2 s here; nginx's default holds them 60 s)."""
-    address, context = door_url
-    host_name, port = address.split(":")
-    with (
-        socket.create_connection((host_name, int(port)), timeout=30) as raw,
-        context.wrap_socket(raw, server_hostname=host_name) as tls,
-    ):
-        tls.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: door\r\nX-Slow: ")
-        started = time.monotonic()
-        while tls.recv(4096):
-            pass  # nginx may answer 408 before it closes
-        held = time.monotonic() - started
-    assert held < HEADER_TIMEOUT_S + 20, f"the partial head was held {held:.1f} s"
+    """Slow headers are bounded (front_door_limits.header_timeout_s, 2 s here; nginx's default holds them 60 s), on
+    the door's port and the chat UI's."""
+    context = door_url[1]
+    for address in (door_url[0], door_url[2]):
+        host_name, port = address.split(":")
+        with (
+            socket.create_connection((host_name, int(port)), timeout=30) as raw,
+            context.wrap_socket(raw, server_hostname=host_name) as tls,
+        ):
+            tls.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: door\r\nX-Slow: ")
+            started = time.monotonic()
+            while tls.recv(4096):
+                pass  # nginx may answer 408 before it closes
+            held = time.monotonic() - started
+        assert held < HEADER_TIMEOUT_S + 20, f"the partial head on {address} was held {held:.1f} s"
 
 
 def test_without_a_valid_key_every_path_is_refused_then_limited_per_address_while_key_holders_go_on(
@@ -259,3 +287,18 @@ def test_no_path_tells_a_client_without_a_key_whether_it_exists(door_url: Any) -
     (nginx's internal locations answer 404 to everyone: they exist in the published configuration anyway.)"""
     for path in ("/v1/no-such-path", "/_sparkfleet/metrics/chat", "/", "/v1/chat/completions/x"):
         assert ask(door_url, "GET", path)[0] in (401, 429), path
+
+
+def test_the_ui_port_takes_small_sign_in_bodies_and_limits_each_address(door_url: Any) -> None:
+    """The UI's port takes no key: a sign-in body is an address and a password (64 KiB at most, refused before
+    the UI reads it), and every request counts against its address, past which it gets 429."""
+    big = {"email": "a@example.com", "password": "x" * 70_000}
+    assert ask(door_url, "POST", "/api/v1/auths/signin", body=big, ui=True)[0] == 413
+    status, _, text = ask(
+        door_url, "POST", "/api/v1/auths/signin", body={"email": "a@example.com", "password": "x"}, ui=True
+    )
+    assert status == 200 and json.loads(text)["bytes"] > 0
+    # Elsewhere uploads of up to 32 MiB reach it.
+    assert ask(door_url, "POST", "/api/v1/files/", body={"data": "x" * 200_000}, ui=True)[0] == 200
+    statuses = [ask(door_url, "POST", "/api/v1/files/", body={}, ui=True)[0] for _ in range(UI_BURST + 3)]
+    assert statuses.count(429) >= 3 and statuses[0] == 200

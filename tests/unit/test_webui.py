@@ -55,6 +55,15 @@ def test_the_ui_listens_on_loopback_and_reaches_the_models_through_the_door_only
     assert not {"WEBUI_SECRET_KEY", "OPENAI_API_KEY", "WEBUI_ADMIN_PASSWORD"} & set(env)
 
 
+def test_the_ui_is_held_to_its_memory_and_the_oom_killer_takes_it_before_vllm() -> None:
+    limits = {s["name"]: s["value"] for s in plan()["limits"]}  # type: ignore[union-attr]
+    assert limits == {"MemoryMax": "3072M", "OOMScoreAdjust": "500"}
+    roomy = webui_plan_from(SETTINGS | {"memory_max_mib": 8192}, host(*TWO).model_dump(mode="json"), DOOR, "/opt/w")
+    assert roomy.limits[0].value == "8192M" and roomy.database == "/var/lib/sparkfleet-webui/webui.db"
+    with pytest.raises(PlanError, match="memory_max_mib"):
+        webui_plan_from(SETTINGS | {"memory_max_mib": 100}, host(*TWO).model_dump(mode="json"), DOOR, "/opt/w")
+
+
 def test_models_without_a_tool_call_parser_get_no_tool_definitions() -> None:
     hosts = host(*TWO).model_dump(mode="json")
     for served in hosts["instances"].values():
@@ -116,7 +125,7 @@ def test_the_door_refuses_ui_ports_that_clash(webui: dict[str, int], variable: s
 
 def test_the_door_serves_the_ui_on_its_own_port() -> None:
     result = door(host(*TWO), webui={"port": 8443, "upstream_port": 8080})
-    assert result["webui"] == {"port": 8443, "upstream_port": 8080, "max_body_mib": 32}
+    assert result["webui"] == {"port": 8443, "upstream_port": 8080, "max_body_mib": 32, "sign_in_body_kib": 64}
     assert any("chat UI" in r for r in result["reasons"])  # type: ignore[union-attr]
     assert door(host(*TWO))["webui"] is None
 
