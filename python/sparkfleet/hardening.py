@@ -42,7 +42,7 @@ class UnitKind(str, Enum):
     NODE_EXPORTER = "node_exporter"  # Debian's prometheus-node-exporter (a drop-in)
     PROMETHEUS = "prometheus"  # Debian's prometheus (a drop-in)
     DROP_CACHES = "drop_caches"  # the oneshot that frees the page cache before each vLLM start
-    FRONT_DOOR = "front_door"  # the OS's nginx (a drop-in): root master, workers as www-data
+    FRONT_DOOR = "front_door"  # the OS's nginx (a drop-in): root master, workers as the door's own account
     DOOR_METRICS = "door_metrics"  # the oneshot that turns the door's access log into textfile metrics
     GPU_METRICS = "gpu_metrics"  # the oneshot that turns nvidia-smi's readings into textfile metrics
     DOOR_ACTIVATOR = "door_activator"  # starts and stops the door's on-demand instances: talks to systemd
@@ -206,7 +206,7 @@ def sandbox(
                 "its API, vLLM's internal sockets and interface discovery (netlink)",
             )
         )
-        if kind is UnitKind.VLLM and socket:
+        if kind is UnitKind.VLLM and socket and not link_subnet:
             out += _private_network(f"it serves on {socket} and its engine's own sockets stay inside")
             out.append(
                 _d(
@@ -376,13 +376,13 @@ def _drop_caches(common: list[Directive]) -> list[Directive]:
 
 
 def _front_door(common: list[Directive]) -> list[Directive]:
-    """nginx's master starts as root to bind the port, read the keys and hand the workers to www-data."""
+    """nginx's master starts as root to bind the port, read the keys and hand the workers to the door's account."""
     relaxed = {
         "CapabilityBoundingSet": _d(
             "CapabilityBoundingSet",
             "CAP_NET_BIND_SERVICE CAP_SETUID CAP_SETGID CAP_CHOWN CAP_KILL CAP_DAC_OVERRIDE",
-            "relaxed: bind the TLS port, run workers as www-data, own its temp directories, signal its workers, "
-            "open the logs Debian's logrotate leaves to www-data:adm 0640",
+            "relaxed: bind the TLS port, run workers as the door's account, give them its temp directories, signal "
+            "its workers, open the logs Debian's logrotate leaves to www-data:adm 0640",
         ),
         "UMask": _d("UMask", "0027", "logs and temp files readable by its group (adm reads the logs), no one else"),
     }

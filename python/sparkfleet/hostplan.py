@@ -193,9 +193,11 @@ def _check_names_and_ports(requests: list[InstanceRequest], label: str) -> None:
 
 
 def on_socket(request: InstanceRequest) -> bool:
-    """Behind the door, an instance on one node serves on a Unix socket (always-on or on demand: the activator
-    starts it and asks it through the socket); ranks of a multi-node one keep TCP."""
-    return request.placement is None and request.intent.nodes == 1
+    """Behind the door, every instance whose API this host serves does so on a Unix socket: one on one node
+    (always-on or on demand: the activator starts it and asks it through the socket) and rank 0 of one over
+    several nodes (its ranks meet on the cluster link; its API is the door's alone). A headless rank serves no
+    API."""
+    return not request.headless
 
 
 def _admit_starts(host: HostFacts, requests: list[InstanceRequest], plans: dict[str, ServePlan], label: str) -> None:
@@ -231,7 +233,7 @@ def plan_host(
 ) -> HostPlan:
     """Plan each instance, then refuse a set that clashes on a port or does not fit in memory together.
 
-    behind_door: the front door is the only way in, so every single-node instance serves on its socket.
+    behind_door: the front door is the only way in, so every instance that serves an API here does so on its socket.
     """
     _check_names_and_ports(requests, label)
     if behind_door:

@@ -7,9 +7,10 @@ from conftest import spark
 
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import InfeasibleError, PlanError
+from sparkfleet.hardening import UnitKind, sandbox
 from sparkfleet.hostplan import InstanceRequest, plan_host
 from sparkfleet.kvcache import geometry
-from sparkfleet.models import ClusterBackend, Intent, NodePlacement
+from sparkfleet.models import ClusterBackend, Intent, NodePlacement, Platform
 from sparkfleet.planner import plan
 
 GQA = "openai/gpt-oss-120b"  # 8 KV heads: shards cleanly over TP 2 and 4
@@ -137,6 +138,29 @@ def test_the_host_plan_counts_a_headless_rank_but_gives_it_no_endpoint() -> None
     with pytest.raises(PlanError, match="also an instance's API port") as err:
         plan_host(spark(), head)
     assert err.value.variable == "instances[0].intent.cluster_port"
+
+
+def test_behind_the_door_rank_zero_serves_its_api_on_a_socket_and_meets_its_ranks_on_the_link() -> None:
+    """Issue 47: rank 0's API on loopback TCP gave every local account of the head keyless /invocations."""
+    tiny = get_profile("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4")
+    pp = Intent(trust_remote_code=True, nodes=2, pipeline_parallel_size=2, max_context=4096, port=8001)
+    head = [InstanceRequest(name="big", profile=tiny, model_ref=tiny.id, intent=pp, placement=HEAD)]
+    served = plan_host(spark(), head, behind_door=True)
+    rank0 = served.instances["big"]
+    assert served.endpoints["big"].socket == "/run/sparkfleet-vllm-big/api.sock"
+    assert "--uds" in rank0.argv and "--port" not in rank0.argv and "--node-rank" in rank0.argv
+    # Its unit admits the members' link addresses (the group meets there), not a namespace of its own.
+    directives = {
+        d.name: d.value for d in sandbox(UnitKind.VLLM, Platform.GB10, link_subnet="10.0.0.2", socket="/run/x/api.sock")
+    }
+    assert "PrivateNetwork" not in directives and directives["IPAddressAllow"] == "localhost 10.0.0.2"
+    assert "-/run/x" in directives["ReadWritePaths"]
+    single = {d.name: d.value for d in sandbox(UnitKind.VLLM, Platform.GB10, socket="/run/x/api.sock")}
+    assert single["PrivateNetwork"] == "yes"
+    # A headless rank serves no API: nothing to put on a socket.
+    rank = NodePlacement(rank=1, master_addr="10.0.0.1", host_ip="10.0.0.2")
+    worker = plan_host(spark(), [head[0].model_copy(update={"placement": rank})], behind_door=True)
+    assert worker.endpoints == {} and "--uds" not in worker.ranks["big"].argv
 
 
 def test_a_model_that_fits_only_across_nodes_is_planned_and_refused_on_one() -> None:
