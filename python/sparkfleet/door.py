@@ -87,7 +87,8 @@ class DoorLimits(Strict):
     anonymous_burst: Annotated[int, Field(ge=0, le=100_000)] = 300
     anonymous_concurrency: Annotated[int, Field(ge=1, le=100_000)] = 16
     # The chat UI's port takes no key, so it counts every request per client address. A page load fetches
-    # about a hundred scripts and styles at once, hence the burst.
+    # about a hundred scripts and styles at once, hence the burst; webui_concurrency counts only requests with
+    # a body (not GET or HEAD), since over HTTP/2 each of those scripts is a request in flight.
     webui_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 1200
     webui_burst: Annotated[int, Field(ge=0, le=100_000)] = 300
     webui_concurrency: Annotated[int, Field(ge=1, le=100_000)] = 32
