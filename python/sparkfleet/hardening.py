@@ -264,12 +264,18 @@ def sandbox(
             _d("RuntimeDirectoryPreserve", "yes", "the counts must survive between timer runs"),
         ]
         if socket:
+            door = _socket_group(socket_group, "")[0].value
             return [
                 *out,
-                *_socket_group(socket_group, f"it opens {posixpath.dirname(socket)}, where its instance serves"),
+                _d(
+                    "SupplementaryGroups",
+                    f"systemd-journal {door}",
+                    f"it reads its instance's journal and opens {posixpath.dirname(socket)}, where its instance serves",
+                ),
                 _d("RestrictAddressFamilies", "AF_UNIX", "its instance's socket and systemd's bus"),
                 *_private_network("it reaches its instance over the instance's Unix socket only"),
             ]
+        out.append(_d("SupplementaryGroups", "systemd-journal", "it reads its instance's journal"))
         out.append(_d("RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6", "the API it probes and systemd's bus"))
         # It only talks to the instance, at the address the probe uses (bind_host here).
         peers = ["localhost"] + ([] if is_loopback(bind_host) else [bind_host])
@@ -286,13 +292,24 @@ def sandbox(
             _d("IPAddressAllow", "localhost", "the door forwards browsers to it on loopback; it reaches the door there"),
         ]
     elif kind is UnitKind.DOOR_ACTIVATOR and socket:
+        door = _socket_group(socket_group, "")[0].value
         out += [
-            *_socket_group(socket_group, "it opens the on-demand instances' socket directories"),
+            _d(
+                "SupplementaryGroups",
+                f"systemd-journal {door}",
+                "its probe reads a failed start's journal for the reason it answers; it opens the on-demand "
+                "instances' socket directories",
+            ),
             _d("RestrictAddressFamilies", "AF_UNIX", "nginx's socket, systemd's bus, the instances' sockets"),
             *_private_network("every on-demand instance serves on a Unix socket"),
         ]
     elif kind is UnitKind.DOOR_ACTIVATOR:
         out += [
+            _d(
+                "SupplementaryGroups",
+                "systemd-journal",
+                "its probe reads a failed start's journal for the reason it answers",
+            ),
             _d("RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6", "nginx's socket, systemd's bus, the instances"),
             _d("IPAddressDeny", "any", "defence in depth: it talks to nothing but this host's instances"),
             _d("IPAddressAllow", "localhost", "the on-demand instances, which behind the door bind loopback"),

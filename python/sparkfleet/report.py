@@ -54,7 +54,7 @@ def render_report(plan: ServePlan) -> str:
             lines.append(f"    {name:<13}{value:8.2f}  {_bar(value, m.total)}")
     lines += ["", "  command", "    " + " \\\n      ".join(_argv_lines(plan)), "", "  environment"]
     lines += [f"    {k}={v}" for k, v in plan.env.items()]
-    lines += [f"    {k}=<from the 0600 environment file>" for k in plan.secret_env]
+    lines += [f"    {k}=<from the 0640 environment file>" for k in plan.secret_env]
     if plan.warnings:
         lines += ["", "  warnings"] + [f"    ! {w}" for w in plan.warnings]
     return "\n".join(lines) + "\n"

@@ -141,8 +141,13 @@ def test_an_instance_on_its_socket_has_no_network_of_the_hosts() -> None:
 
 
 def test_a_watchdog_reaches_its_instances_socket_through_the_doors_group_only() -> None:
-    directives = {d.name: d.value for d in sandbox(UnitKind.WATCHDOG, Platform.CPU, socket=SOCKET, socket_group="www-data")}
-    assert directives["SupplementaryGroups"] == "www-data"
+    """It runs as the supervisors' account (not root): the door's group opens the socket, systemd-journal its log."""
+    directives = {
+        d.name: d.value for d in sandbox(UnitKind.WATCHDOG, Platform.CPU, socket=SOCKET, socket_group="sparkfleet-door")
+    }
+    assert directives["SupplementaryGroups"] == "systemd-journal sparkfleet-door"
+    on_tcp = {d.name: d.value for d in sandbox(UnitKind.WATCHDOG, Platform.CPU)}
+    assert on_tcp["SupplementaryGroups"] == "systemd-journal" and on_tcp["CapabilityBoundingSet"] == ""
     assert directives["RestrictAddressFamilies"] == "AF_UNIX"
     assert directives["PrivateNetwork"] == "yes" and "IPAddressAllow" not in directives
     with pytest.raises(PlanError, match="socket directory's group"):
@@ -153,7 +158,7 @@ def test_an_activator_whose_instances_are_all_on_sockets_has_no_network() -> Non
     directives = {
         d.name: d.value for d in sandbox(UnitKind.DOOR_ACTIVATOR, Platform.CPU, socket=SOCKET, socket_group="www-data")
     }
-    assert directives["PrivateNetwork"] == "yes" and directives["SupplementaryGroups"] == "www-data"
+    assert directives["PrivateNetwork"] == "yes" and directives["SupplementaryGroups"] == "systemd-journal www-data"
 
 
 def test_a_link_test_talks_to_its_one_peer_and_opens_only_the_verbs_nodes() -> None:

@@ -22,7 +22,7 @@ rank      one check for a headless rank of a native multi-node instance (the gro
           when rank 0 at the plan's --master-addr/--master-port has closed this rank's connection to its
           rendezvous store (CLOSE-WAIT: rank 0 restarted or stopped), the group this rank joined is gone and
           vLLM's headless rank would wait in it forever; restart the rank so it joins rank 0's next group.
-The API key is read from the instance's environment file (root, 0600), never from argv.
+The API key is read from the instance's environment file (root and the supervisors' group, 0640), never from argv.
 --url is http://HOST:PORT, or http+unix://SOCKET (the socket's path percent-encoded) for an instance
 that serves on a Unix socket behind the door.
 """
