@@ -139,25 +139,33 @@ def rdma_devices():
     )
 
 
-def accounts(users, groups):
-    """Each named user's passwd entry and each named group's gid; None for one that does not exist."""
+def accounts(users, groups, user_prefix=None):
+    """Each named user's passwd entry (and every one whose name starts with user_prefix) and each named group's
+    gid; None for one that does not exist."""
     import grp
     import pwd
 
     found = {"users": {}, "groups": {}}
+    entries = {}
     for name in users:
         try:
-            entry = pwd.getpwnam(name)
+            entries[name] = pwd.getpwnam(name)
         except KeyError:
-            found["users"][name] = None
-            continue
-        found["users"][name] = {
-            "uid": entry.pw_uid,
-            "gid": entry.pw_gid,
-            "group": _group_name(grp, entry.pw_gid),
-            "home": entry.pw_dir,
-            "shell": entry.pw_shell,
-        }
+            entries[name] = None
+    if user_prefix:
+        entries.update((entry.pw_name, entry) for entry in pwd.getpwall() if entry.pw_name.startswith(user_prefix))
+    for name, entry in entries.items():
+        found["users"][name] = (
+            None
+            if entry is None
+            else {
+                "uid": entry.pw_uid,
+                "gid": entry.pw_gid,
+                "group": _group_name(grp, entry.pw_gid),
+                "home": entry.pw_dir,
+                "shell": entry.pw_shell,
+            }
+        )
     for name in groups:
         try:
             found["groups"][name] = {"gid": grp.getgrnam(name).gr_gid}

@@ -47,6 +47,16 @@ options:
       mode:
         description: Octal mode as a string (C("0750"), C("2750")); unchanged when unset.
         type: str
+      seed:
+        description:
+          - A directory whose contents are copied into this one when this call makes it (never later), owned by
+            O(directories[].owner) and O(directories[].group), so that a new account's caches start from the ones
+            it replaces. When the seed is missing, nothing is copied.
+          - The copy never follows a link in the seed (each directory is walked through its descriptor, each file
+            opened without following links), so links are copied as links; sockets, pipes and devices are left out
+            and set-ID bits are dropped. A copy that fails is removed again and the task fails.
+        type: path
+        version_added: 0.13.0
   files:
     description: The files, each with its wanted content and attributes.
     type: list
@@ -172,6 +182,7 @@ changed_files:
 
 import os
 import shlex
+import shutil
 import stat
 import tempfile
 
@@ -284,15 +295,57 @@ def write(module, spec, data):
             os.unlink(temporary)
 
 
+def copy_tree(source, dest, uid, gid):
+    """Copy what is in source into dest (both directories), owned by uid:gid, never reading through a link."""
+    for top, dirs, names, top_fd in os.fwalk(source, follow_symlinks=False):
+        target = os.path.normpath(os.path.join(dest, os.path.relpath(top, source)))
+        for name in dirs + names:
+            found = os.stat(name, dir_fd=top_fd, follow_symlinks=False)
+            copy = os.path.join(target, name)
+            if stat.S_ISLNK(found.st_mode):
+                os.symlink(os.readlink(name, dir_fd=top_fd), copy)
+            elif stat.S_ISDIR(found.st_mode):
+                os.mkdir(copy, 0o700)
+            elif stat.S_ISREG(found.st_mode):
+                source_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=top_fd)
+                with os.fdopen(source_fd, "rb") as read, open(copy, "xb") as written:
+                    shutil.copyfileobj(read, written, 1 << 20)
+            else:
+                continue
+            os.lchown(copy, uid, gid)
+            if not stat.S_ISLNK(found.st_mode):
+                os.chmod(copy, stat.S_IMODE(found.st_mode) & 0o777)
+
+
+def seed_directory(module, spec):
+    """Fill a directory this call made from spec's seed; a failed copy is removed and fails the task."""
+    path, seed = spec["path"], spec["seed"]
+    if not seed or not os.path.isdir(seed) or os.path.islink(seed):
+        return
+    made = os.stat(path)
+    try:
+        copy_tree(seed, path, made.st_uid, made.st_gid)
+    except OSError as exc:
+        for name in os.listdir(path):
+            inner = os.path.join(path, name)
+            if os.path.isdir(inner) and not os.path.islink(inner):
+                shutil.rmtree(inner)
+            else:
+                os.unlink(inner)
+        module.fail_json(msg=f"files: copying {seed} into {path} failed ({exc}); the copy was removed, {seed} is as it was")
+
+
 def ensure_directory(module, spec):
-    """Make one directory if missing and fix its attributes; returns (changed, diff)."""
+    """Make one directory if missing (filled from its seed) and fix its attributes; returns (changed, diff)."""
     path = spec["path"]
     diff = {"before": {"path": path}, "after": {"path": path}}
-    changed = False
+    changed = made = False
     if not os.path.isdir(path):
         diff["before"]["state"] = "absent"
         diff["after"]["state"] = "directory"
-        changed = True
+        if spec.get("seed"):
+            diff["after"]["seed"] = spec["seed"]
+        changed = made = True
         if module.check_mode:
             return changed, diff
         os.makedirs(path)
@@ -300,6 +353,8 @@ def ensure_directory(module, spec):
         {"path": path, "owner": spec["owner"], "group": spec["group"], "mode": spec["mode"]}
     )
     changed = module.set_fs_attributes_if_different(args, changed, diff=diff)
+    if made:
+        seed_directory(module, spec)
     return changed, diff
 
 
@@ -350,6 +405,7 @@ def main():
                     "owner": {"type": "str"},
                     "group": {"type": "str"},
                     "mode": {"type": "str"},
+                    "seed": {"type": "path"},
                 },
             },
             "absent": {"type": "list", "elements": "path", "default": []},

@@ -63,6 +63,11 @@ options:
     type: list
     elements: str
     default: []
+  user_prefix:
+    description:
+      - Also report every account whose name starts with this (in C(accounts.users)), so that accounts whose names
+        the host plan makes are known before that plan is made.
+    type: str
   groups:
     description: Groups to look up (C(accounts.groups), each its gid, or null).
     type: list
@@ -136,7 +141,7 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils.host_state import 
 def gather(module):
     params = module.params
     facts = gather_host(module, params)
-    facts["accounts"] = accounts(params["users"], params["groups"])
+    facts["accounts"] = accounts(params["users"], params["groups"], params["user_prefix"])
     facts["packages"] = package_state(module.run_command, module.get_bin_path("dpkg-query"), params["packages"])
     if params["os_packages"]:
         facts["os_packages"] = installed_os_packages(module.run_command, module.get_bin_path("dpkg-query"))
@@ -155,6 +160,7 @@ def main():
             "cuda_home": {"type": "path", "default": "/usr/local/cuda"},
             "cuda_ceiling_file": {"type": "path"},
             "users": {"type": "list", "elements": "str", "default": []},
+            "user_prefix": {"type": "str"},
             "groups": {"type": "list", "elements": "str", "default": []},
             "packages": {"type": "list", "elements": "str", "default": []},
             "os_packages": {"type": "bool", "default": False},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import urllib.parse
 from typing import Annotated
@@ -11,11 +12,25 @@ from pydantic import Field, field_validator
 from . import memory as mem
 from .errors import InfeasibleError, PlanError
 from .memguard import GuardPlan, guard_plan
-from .models import GIB, WILDCARDS, HostFacts, Intent, ModelProfile, NodePlacement, Platform, ServePlan, Strict
+from .models import (
+    GIB,
+    WILDCARDS,
+    ClusterBackend,
+    HostFacts,
+    Intent,
+    ModelProfile,
+    NodePlacement,
+    Platform,
+    ServePlan,
+    Strict,
+)
 from .planner import plan
 
 # Instance names become unit names (sparkfleet-vllm-<name>.service) and directory names.
 _INSTANCE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+# Each instance runs as a system account of its own, named after its unit; Linux caps account names at 32 characters.
+INSTANCE_ACCOUNT_PREFIX = "sparkfleet-vllm-"
+_ACCOUNT_NAME_MAX = 32
 # An on-demand instance stops after this long without a request (the front door's activator stops it).
 IDLE_STOP_AFTER_S = 900
 
@@ -91,6 +106,22 @@ def socket_endpoint(name: str, host: str, port: int) -> Endpoint:
     )
 
 
+def instance_account(name: str) -> str:
+    """The account an instance runs as: its unit's name, or, for a name too long for an account, its first
+    characters and a digest of the whole name (two instance names never share an account)."""
+    whole = INSTANCE_ACCOUNT_PREFIX + name
+    if len(whole) <= _ACCOUNT_NAME_MAX:
+        return whole
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{whole[: _ACCOUNT_NAME_MAX - len(digest) - 1]}-{digest}"
+
+
+def own_account(served: ServePlan) -> bool:
+    """Whether an instance runs as its own account: all but one Ray runs, whose workers are the Ray unit's
+    processes and share its account and caches."""
+    return served.cluster_backend is not ClusterBackend.RAY
+
+
 class OnDemand(Strict):
     """An instance the front door switches in on its first request and stops after idle_stop_after_s."""
 
@@ -114,6 +145,10 @@ class HostPlan(Strict):
     on_demand_budget_gib: float = 0.0
     # The host memory guard's floors and each instance's start figures (sparkfleet.memguard).
     memory_guard: GuardPlan | None = None
+    # The account each instance and rank of this host runs as, with its own caches and temporary files, so that
+    # no instance reaches another's socket, engine sockets or compiled kernels. One Ray runs is absent: it runs
+    # as the service user, which the Ray unit's workers are.
+    accounts: dict[str, str] = Field(default_factory=dict)
 
 
 def footprint_gib(served: ServePlan) -> float:
@@ -294,6 +329,9 @@ def plan_host(
     _admit_starts(host, requests, plans, label)
     peak = used + max(switched.values(), default=0.0)
     headless = {r.name for r in requests if r.headless}
+    accounts = {name: instance_account(name) for name, served in plans.items() if own_account(served)}
+    if len(set(accounts.values())) < len(accounts):
+        raise PlanError(label, f"two instance names give one account ({accounts}): rename one", ())
     return HostPlan(
         instances={name: served for name, served in plans.items() if name not in headless},
         ranks={name: served for name, served in plans.items() if name in headless},
@@ -318,4 +356,5 @@ def plan_host(
             host.platform,
             {r.name: (plans[r.name], footprint_gib(plans[r.name]), r.on_demand) for r in requests},
         ),
+        accounts=accounts,
     )

@@ -1,13 +1,29 @@
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
+import yaml
 from conftest import cpu_host, spark
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sparkfleet.adapters import host_plan, plain
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import InfeasibleError, PlanError
-from sparkfleet.hostplan import InstanceRequest, footprint_gib, plan_host
+from sparkfleet.hostplan import (
+    INSTANCE_ACCOUNT_PREFIX,
+    InstanceRequest,
+    footprint_gib,
+    instance_account,
+    own_account,
+    plan_host,
+)
 from sparkfleet.models import Intent
+from sparkfleet.planner import plan
+
+ROOT = Path(__file__).resolve().parents[2]
 
 NANO = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"
 
@@ -149,3 +165,29 @@ def test_adapter_reads_on_demand_and_refuses_what_it_cannot_use() -> None:
     with pytest.raises(PlanError) as err:
         host_plan(facts, [tiny | {"on_demand": True, "idle_stop_after": 5}], "vllm_serve_instances")
     assert err.value.variable == "vllm_serve_instances[0].idle_stop_after" and "60" in err.value.problem
+
+
+def test_each_instance_runs_as_an_account_of_its_own_named_after_its_unit() -> None:
+    result = plan_host(spark(), [request("a", 8000, max_context=32768), request("chat-2", 8001, max_context=32768)])
+    assert result.accounts == {"a": "sparkfleet-vllm-a", "chat-2": "sparkfleet-vllm-chat-2"}
+
+
+@given(st.from_regex(r"[a-z0-9][a-z0-9-]{0,39}", fullmatch=True), st.from_regex(r"[a-z0-9][a-z0-9-]{0,39}", fullmatch=True))
+def test_account_names_fit_linux_and_two_names_never_share_one(first: str, second: str) -> None:
+    for name in (first, second):
+        account = instance_account(name)
+        assert len(account) <= 32 and account.startswith(INSTANCE_ACCOUNT_PREFIX)
+        assert re.fullmatch(r"[a-z_][a-z0-9_-]*", account)
+    assert (instance_account(first) == instance_account(second)) == (first == second)
+
+
+def test_an_instance_ray_runs_shares_the_service_users_account_with_rays_workers() -> None:
+    ray = Intent(trust_remote_code=True, nodes=2, tensor_parallel_size=2, max_context=8192, cluster_backend="ray")  # type: ignore[arg-type]
+    served = plan(spark(), get_profile(NANO), ray, model_ref=NANO)
+    assert not own_account(served)
+    assert own_account(plan(spark(), get_profile(NANO), Intent(trust_remote_code=True, max_context=8192), model_ref=NANO))
+
+
+def test_the_roles_look_instance_accounts_up_by_the_planners_prefix() -> None:
+    published = yaml.safe_load((ROOT / "roles" / "sparkfleet" / "vars" / "main.yml").read_text())
+    assert published["sparkfleet_instance_account_prefix"] == INSTANCE_ACCOUNT_PREFIX

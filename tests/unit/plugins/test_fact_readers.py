@@ -118,3 +118,17 @@ def test_storage_is_measured_at_the_nearest_existing_directory(tmp_path: Path) -
     assert found["measured_at"] == str(tmp_path)
     assert found["free_bytes"] > 0 and found["device"] == os.stat(tmp_path).st_dev
     assert found["path"] == str(tmp_path / "not" / "yet" / "made")
+
+
+def test_accounts_by_prefix_are_reported_beside_the_named_ones() -> None:
+    """The instance accounts are looked up by their prefix before the host plan names them (issue 47)."""
+    import pwd
+
+    first = pwd.getpwall()[0]
+    prefix = first.pw_name[:2]
+    found = host_state.accounts(["root", "no-such-account-here"], ["root"], prefix)
+    expected = {e.pw_name for e in pwd.getpwall() if e.pw_name.startswith(prefix)}
+    assert expected <= set(found["users"]) and found["users"]["no-such-account-here"] is None
+    assert found["users"][first.pw_name]["uid"] == first.pw_uid
+    assert set(found["users"]) == expected | {"root", "no-such-account-here"}
+    assert host_state.accounts([], [], None) == {"users": {}, "groups": {}}

@@ -273,3 +273,36 @@ def test_a_validator_not_on_the_host_is_named_and_nothing_is_replaced(tmp_path: 
     assert "is not on this host" in str(result["msg"])
     assert kept.read_text() == "old\n" and not (tmp_path / "after").exists()
     assert [path.name for path in tmp_path.iterdir()] == ["rules.yml"]
+
+
+def test_a_new_directory_starts_from_its_seed_without_following_links_and_only_once(tmp_path: Path) -> None:
+    """Issue 47: an instance's own caches start as a copy of the shared ones the service user wrote; root copies
+    them, so no link in them is read through, and the copies are the new owner's."""
+    seed = tmp_path / "shared"
+    (seed / "kernels").mkdir(parents=True)
+    (seed / "kernels" / "a.so").write_bytes(b"\x7fELF" + b"x" * 3_000_000)
+    (seed / "kernels" / "a.so").chmod(0o4755)
+    (seed / "index").write_text("1\n")
+    (seed / "index").chmod(0o600)
+    (seed / "secret").symlink_to("/etc/shadow")
+    (seed / "etc").symlink_to("/etc")
+    os.mkfifo(seed / "pipe")
+    made = tmp_path / "own" / "torch-compile"
+    wanted = {"directories": [{"path": str(made), "owner": "nobody", "group": "nogroup", "mode": "0700", "seed": str(seed)}]}
+    checked = run_module("files", wanted, "--check")
+    assert checked["changed_directories"] == [str(made)] and not made.exists()
+    result = run_module("files", wanted)
+    assert result["changed_directories"] == [str(made)]
+    assert sorted(p.name for p in made.iterdir()) == ["etc", "index", "kernels", "secret"]
+    assert (made / "kernels" / "a.so").read_bytes() == (seed / "kernels" / "a.so").read_bytes()
+    assert oct((made / "kernels" / "a.so").stat().st_mode & 0o7777) == "0o755"  # no set-ID on a copy
+    assert oct((made / "index").stat().st_mode & 0o777) == "0o600"
+    assert os.readlink(made / "secret") == "/etc/shadow" and os.readlink(made / "etc") == "/etc"
+    owners = {(p.lstat().st_uid, p.lstat().st_gid) for p in [made, *made.rglob("*")]}
+    nobody = (made.stat().st_uid, made.stat().st_gid)
+    assert owners == {nobody} and nobody[0] != 0
+    # Made once: a later run copies nothing more, and the seed is never changed.
+    (seed / "later").write_text("new\n")
+    again = run_module("files", wanted)
+    assert again["changed"] is False and not (made / "later").exists()
+    assert (seed / "index").read_text() == "1\n" and (seed / "kernels" / "a.so").stat().st_mode & 0o4000
