@@ -49,6 +49,7 @@ class UnitKind(str, Enum):
     WEBUI = "webui"  # Open WebUI, the optional chat UI: Python, its own user and accounts, talks to the door on loopback
     LINK_TEST = "link_test"  # the link doctor's bandwidth server or client (ib_write_bw / iperf3), for one test
     MEMORY_GUARD = "memory_guard"  # keeps MemAvailable's floor: reads /proc and the cgroups, stops instances
+    METRICS_GATE = "metrics_gate"  # loads the nftables table that lets only the metrics' readers reach them
 
 
 class Directive(Strict):
@@ -232,6 +233,8 @@ def sandbox(
         return out
     if kind is UnitKind.DROP_CACHES:
         return _drop_caches(out)
+    if kind is UnitKind.METRICS_GATE:
+        return _metrics_gate(out)
     if kind is UnitKind.LINK_TEST:
         return _link_test(out, platform, link_subnet, rdma_devices)
     if kind is UnitKind.FRONT_DOOR:
@@ -390,6 +393,19 @@ def _drop_caches(common: list[Directive]) -> list[Directive]:
         ),
     }
     return [*(relaxed.get(d.name, d) for d in common), *_offline()]
+
+
+def _metrics_gate(common: list[Directive]) -> list[Directive]:
+    """Root with CAP_NET_ADMIN alone, in the host's network namespace: nft loads its one table there."""
+    relaxed = {
+        "CapabilityBoundingSet": _d("CapabilityBoundingSet", "CAP_NET_ADMIN", "relaxed: it loads its nftables table"),
+        "PrivateNetwork": _d("PrivateNetwork", "no", "relaxed: its table belongs to the host's network namespace"),
+        "RestrictAddressFamilies": _d("RestrictAddressFamilies", "AF_UNIX AF_NETLINK", "nft talks netlink to the kernel"),
+    }
+    return [relaxed.get(d.name, d) for d in [*common, *_offline()]] + [
+        _d("SystemCallFilter", "~@privileged @resources", "no privileged or resource calls"),
+        _d("ProcSubset", "pid", "no /proc but processes"),
+    ]
 
 
 def _front_door(common: list[Directive]) -> list[Directive]:

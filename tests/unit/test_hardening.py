@@ -23,6 +23,8 @@ def test_every_unit_drops_privileges_and_locks_the_file_system(kind: UnitKind) -
     d = as_dict(kind, writable=["/var/cache/sparkfleet"], **peer)
     # Its only job is writing /proc/sys/vm/drop_caches.
     tunables = "no" if kind is UnitKind.DROP_CACHES else "yes"
+    # Its only job is loading its nftables table.
+    capabilities = "CAP_NET_ADMIN" if kind is UnitKind.METRICS_GATE else ""
     for name, value in {
         "NoNewPrivileges": "yes",
         "ProtectSystem": "strict",
@@ -35,7 +37,7 @@ def test_every_unit_drops_privileges_and_locks_the_file_system(kind: UnitKind) -
         "RestrictSUIDSGID": "yes",
         "LockPersonality": "yes",
         "RestrictNamespaces": "yes",
-        "CapabilityBoundingSet": "",
+        "CapabilityBoundingSet": capabilities,
         "UMask": "0077",
         "SystemCallArchitectures": "native",
     }.items():
@@ -170,3 +172,12 @@ def test_a_link_test_talks_to_its_one_peer_and_opens_only_the_verbs_nodes() -> N
     assert as_dict(UnitKind.LINK_TEST, link_subnet="10.0.0.2")["PrivateDevices"] == ["yes"]
     with pytest.raises(PlanError, match="address of its peer"):
         sandbox(UnitKind.LINK_TEST, Platform.CPU)
+
+
+def test_the_metrics_gate_has_the_hosts_network_and_netlink_only_with_network_admin_alone() -> None:
+    d = as_dict(UnitKind.METRICS_GATE)
+    assert d["CapabilityBoundingSet"] == ["CAP_NET_ADMIN"] and d["AmbientCapabilities"] == [""]
+    assert d["PrivateNetwork"] == ["no"] and d["IPAddressDeny"] == ["any"]
+    assert d["RestrictAddressFamilies"] == ["AF_UNIX AF_NETLINK"]
+    assert d["SystemCallFilter"] == ["@system-service", "~@privileged @resources"]
+    assert d["PrivateDevices"] == ["yes"] and d["MemoryDenyWriteExecute"] == ["yes"] and d["ProcSubset"] == ["pid"]

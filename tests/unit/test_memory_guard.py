@@ -352,3 +352,25 @@ def test_host_facts_say_whether_an_x86_cpu_has_amx_tiles(tmp_path: Path, monkeyp
     assert host_state.cpu_amx_tile(str(cpuinfo)) is False
     monkeypatch.setattr(host_state.pyplatform, "machine", lambda: "aarch64")
     assert host_state.cpu_amx_tile(str(tmp_path / "missing")) is False
+
+
+def test_a_textfile_directory_it_may_not_write_costs_the_metrics_never_the_guard(
+    host: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not root (issue 47): a textfile directory someone re-owned leaves it guarding, saying so once."""
+    systemd = FakeSystemd({"sparkfleet-vllm-big.service": ("active", 900.0)})
+    monkeypatch.setattr(guard.subprocess, "run", systemd.run)
+
+    def refused(path: str, text: str) -> None:
+        if path == str(host["textfile"]):
+            raise PermissionError(13, "Permission denied")
+        Path(path).write_text(text)
+
+    monkeypatch.setattr(guard, "write_atomic", refused)
+    host["meminfo"].write_text(meminfo_text(5.0))
+    watching = make_guard(host)
+    watching.check()
+    watching.check()
+    assert json.loads(host["state"].read_text())["phase"] in ("starting", "serving")
+    said = capsys.readouterr().err
+    assert said.count("cannot write") == 1 and "guarding on without it" in said

@@ -178,6 +178,7 @@ class Guard:
         self.mtime = 0.0
         self.settle_until = 0.0
         self.state: dict[str, Any] = {"stops": {}}
+        self.textfile_refused = False
         try:
             with open(state_path, encoding="utf-8") as handle:
                 self.state["stops"] = json.load(handle).get("stops", {})
@@ -244,6 +245,13 @@ class Guard:
             try:
                 write_atomic(self.textfile, metrics_text(self.state, list(self.table.get("instances", {}))))
             except OSError as exc:
+                if exc.errno in (errno.EACCES, errno.EPERM):
+                    # Not root: a directory someone else re-owned costs the metrics, never the guard.
+                    if not self.textfile_refused:
+                        print(f"memory guard: cannot write {self.textfile} ({exc.strerror}); guarding on without it",
+                              file=sys.stderr, flush=True)  # fmt: skip
+                    self.textfile_refused = True
+                    return
                 if exc.errno != errno.EROFS:
                     raise
                 # node_exporter's directory appeared after this process started (monitoring installed it later):
