@@ -19,11 +19,11 @@ import subprocess
 from pathlib import Path
 
 from sparkfleet.catalog import load_catalog
-from sparkfleet.kvcache import geometry
-from sparkfleet.kvindexed import indexed_geometry
-from sparkfleet.kvpacked import packed_geometry
-from sparkfleet.modelconfig import profile_from_config
+from sparkfleet.kv.cache import geometry
+from sparkfleet.kv.indexed import indexed_geometry
+from sparkfleet.kv.packed import packed_geometry
 from sparkfleet.models import CompressedMlaShape, ModelProfile, RingKind
+from sparkfleet.reading.config import profile_from_config
 
 CONFIGS = Path(__file__).parents[1] / "tests" / "fixtures" / "configs"
 # Published KV bytes per token (bf16, whole model, one GPU), each with where it is stated.
@@ -120,7 +120,7 @@ def row(profile: ModelProfile, origin: str, verdicts: dict[str, str]) -> str:
         error = 100 * (bf16.bytes_per_token - published) / published
         check = (check + "; " if check else "") + f"published {published:,} ({error:+.1f}%)"
     if profile.ring:
-        # The pool vLLM packs (sparkfleet.kvindexed), checked against vLLM's own packing by tests/vllm/kv_indexed.py.
+        # The pool vLLM packs (sparkfleet.kv.indexed), checked against vLLM's own packing by tests/vllm/kv_indexed.py.
         packed = indexed_geometry(profile, kv_cache_dtype="auto")
         blocks = str(packed.block_size)
         check = (check + "; " if check else "") + f"{packed.bytes_per_block:,} B per block, {len(packed.groups)} groups"

@@ -22,9 +22,9 @@ from .errors import PlanError, from_validation
 from .hostplan import HostPlan, InstanceRequest, endpoint, plan_host, socket_endpoint
 from .hub import served_at, snapshot_dir
 from .link import graph_instances, link_facts, link_report, nccl_graphs_problem
-from .modelconfig import profile_from_config
 from .models import GIB, HostFacts, Intent, ModelProfile
 from .monitoring import ScrapedHost, dashboard, plan_metrics, queries, rules_document, scrape_targets, thresholds
+from .reading.config import profile_from_config
 
 
 def plain(value: Any) -> Any:

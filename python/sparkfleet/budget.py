@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from . import memory as mem
 from .choices import Resolved
 from .errors import InfeasibleError, PlanError
-from .kvcache import KvPool
+from .kv.cache import KvPool
 from .models import (
     GIB,
     HostFacts,

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from .errors import PlanError
-from .kvcache import (
+from .kv.cache import (
     GroupKind,
     KvPool,
     attention_bytes_per_token,
@@ -15,8 +15,8 @@ from .kvcache import (
     geometry,
     state_checkpoints,
 )
-from .kvindexed import indexed_geometry
-from .kvpacked import packed_geometry
+from .kv.indexed import indexed_geometry
+from .kv.packed import packed_geometry
 from .models import (
     ClusterBackend,
     HostFacts,
@@ -355,7 +355,7 @@ def _past_native(profile: ModelProfile, intent: Intent, context: int) -> tuple[b
     """(publisher-supported long context, static YaRN) for a context past the config's limit; else a refusal
     that names both ways and why the one asked for does not apply."""
     native = profile.native_max_context
-    # vLLM itself accepts a max_model_len up to the config's model_max_length (contextlimit).
+    # vLLM itself accepts a max_model_len up to the config's model_max_length (reading.context).
     if context <= max(native, profile.config_max_length or 0):
         return False, False
     supported = profile.long_context_max

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .errors import PlanError
-from .modelconfig import profile_from_config
 from .models import ModelProfile, ProfileArg
+from .reading.config import profile_from_config
 
 # ORG/NAME with an optional @REVISION (a branch, tag or commit), as the hub spells repository ids.
 MODEL_REF = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96})(?:@(?P<revision>[\w./-]{1,255}))?$", re.ASCII)

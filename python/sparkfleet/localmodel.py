@@ -1,6 +1,6 @@
 """Build a ModelProfile from a staged Hugging Face model directory (config.json + safetensors sizes).
 
-The file reading half; sparkfleet.modelconfig turns what it read into a profile.
+The file reading half; sparkfleet.reading.config turns what it read into a profile.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 from .errors import PlanError
-from .modelconfig import profile_from_config
 from .models import GIB, ModelProfile
+from .reading.config import profile_from_config
 
 
 def weight_bytes(model_dir: Path) -> int:

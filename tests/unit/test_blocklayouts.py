@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from sparkfleet.errors import PlanError
-from sparkfleet.modelconfig import profile_from_config
 from sparkfleet.models import ModelProfile, StateLayerKind
+from sparkfleet.reading.config import profile_from_config
 
 GIB = 1024**3
 

@@ -9,11 +9,11 @@ from conftest import spark
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkfleet.contextlimit import LENGTH_KEYS, context_limit
 from sparkfleet.errors import PlanError
-from sparkfleet.modelconfig import profile_from_config
 from sparkfleet.models import Intent
 from sparkfleet.planner import plan
+from sparkfleet.reading.config import profile_from_config
+from sparkfleet.reading.context import LENGTH_KEYS, context_limit
 
 LLAMA: dict[str, Any] = {
     "model_type": "llama",

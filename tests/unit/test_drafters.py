@@ -15,9 +15,9 @@ from sparkfleet.adapters import instance_request
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import PlanError
 from sparkfleet.hostplan import plan_host
-from sparkfleet.modelconfig import profile_from_config
 from sparkfleet.models import Intent, ModelProfile, SpeculativeSupport
 from sparkfleet.planner import plan
+from sparkfleet.reading.config import profile_from_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 GIB = 1024**3

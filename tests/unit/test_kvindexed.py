@@ -1,4 +1,4 @@
-"""GLM-5-Next's and Qwen4-Exp's packed pool (sparkfleet.kvindexed), at the shapes third-party transcriptions of their
+"""GLM-5-Next's and Qwen4-Exp's packed pool (sparkfleet.kv.indexed), at the shapes third-party transcriptions of their
 config.json give. tests/vllm/kv_indexed.py checks the same layouts against vLLM's own alignment and packing; these
 figures are worked by hand from vLLM's source, named at each step."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from sparkfleet.errors import PlanError
-from sparkfleet.kvcache import GroupKind, StateCheckpoints, cdiv, state_checkpoints
-from sparkfleet.kvindexed import PackedKvGeometry, indexed_geometry, ring_tokens
-from sparkfleet.modelconfig import profile_from_config
+from sparkfleet.kv.cache import GroupKind, StateCheckpoints, cdiv, state_checkpoints
+from sparkfleet.kv.indexed import PackedKvGeometry, indexed_geometry, ring_tokens
 from sparkfleet.models import ModelProfile, Platform
+from sparkfleet.reading.config import profile_from_config
 from sparkfleet.versions import VllmVersion
 
 GIB = 1024**3

@@ -18,11 +18,11 @@ from conftest import spark
 from sparkfleet.catalog import get_profile
 from sparkfleet.choices import concurrent_batches
 from sparkfleet.errors import InfeasibleError, PlanError
-from sparkfleet.kvcache import GroupKind
-from sparkfleet.kvpacked import PackedGroup, packed_geometry
-from sparkfleet.modelconfig import profile_from_config
+from sparkfleet.kv.cache import GroupKind
+from sparkfleet.kv.packed import PackedGroup, packed_geometry
 from sparkfleet.models import CompressedMlaShape, Intent, NodePlacement, Platform
 from sparkfleet.planner import plan
+from sparkfleet.reading.config import profile_from_config
 from sparkfleet.versions import VllmVersion
 
 FLASH = json.loads(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sparkfleet.errors import PlanError
-from sparkfleet.modelconfig import PROVED_LAYOUTS, UNREAD_LAYOUT_FIELDS, profile_from_config
+from sparkfleet.reading.config import PROVED_LAYOUTS, UNREAD_LAYOUT_FIELDS, profile_from_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 FIXTURES = sorted(CONFIGS.glob("*.json"))

@@ -9,9 +9,9 @@ import pytest
 
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import PlanError
-from sparkfleet.kvcache import GroupKind, StateCheckpoints, geometry, state_checkpoints
-from sparkfleet.modelconfig import profile_from_config
+from sparkfleet.kv.cache import GroupKind, StateCheckpoints, geometry, state_checkpoints
 from sparkfleet.models import ModelProfile, Platform, RingCache, RingKind, StateLayerKind
+from sparkfleet.reading.config import profile_from_config
 from sparkfleet.versions import VllmVersion
 
 V032, V033 = VllmVersion.parse("0.32.0"), VllmVersion.parse("0.33.0")

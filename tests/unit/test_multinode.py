@@ -9,7 +9,7 @@ from sparkfleet.catalog import get_profile
 from sparkfleet.errors import InfeasibleError, PlanError
 from sparkfleet.hardening import UnitKind, sandbox
 from sparkfleet.hostplan import InstanceRequest, plan_host
-from sparkfleet.kvcache import geometry
+from sparkfleet.kv.cache import geometry
 from sparkfleet.models import ClusterBackend, Intent, NodePlacement, Platform
 from sparkfleet.planner import plan
 

@@ -13,9 +13,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sparkfleet.modelconfig import profile_from_config
 from sparkfleet.models import HostFacts, Intent
 from sparkfleet.planner import plan
+from sparkfleet.reading.config import profile_from_config
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "roles" / "vllm_serve" / "files" / "sparkfleet_argv_check.py"

@@ -1,4 +1,4 @@
-"""sparkfleet's context limit (sparkfleet.contextlimit) against vLLM's OWN derivation, on real configs.
+"""sparkfleet's context limit (sparkfleet.reading.context) against vLLM's OWN derivation, on real configs.
 
 For each config under tests/fixtures/configs that vLLM reads without repository code, and shapes made from
 them (a model_max_length above max_position_embeddings, a linear RoPE factor, a YaRN factor, LongRoPE, no
@@ -27,8 +27,8 @@ from vllm.transformers_utils.model_arch_config_convertor import (
     ModelArchConfigConvertorBase,
 )
 
-from sparkfleet.contextlimit import context_limit
-from sparkfleet.modelconfig import text_config
+from sparkfleet.reading.config import text_config
+from sparkfleet.reading.context import context_limit
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 

@@ -6,7 +6,7 @@ real layer structure (layer kinds and their order, heads ratio, sliding window, 
 Gated-DeltaNet state, Gemma-4's global layers) at a small hidden size, starts vLLM on it with dummy weights and a
 fixed KV pool, and compares the KV cache config vLLM builds (its groups, their kind, layers, tokens per block and
 page bytes, and the number of blocks in the pool) with the planner's geometry for the same config.json, read by
-sparkfleet.modelconfig as any user's would be.
+sparkfleet.reading.config as any user's would be.
 
 A family vLLM's CPU build cannot start is listed in CANNOT_RUN with the reason; if it starts after all, it is
 compared like the others and the stale entry is reported as a failure. Prints one line per family and
@@ -39,10 +39,10 @@ from kv_indexed import INDEXED_FAMILIES, check_indexed, vllm_release
 from kv_packed import PACKED_FAMILIES, check_packed
 from vllm.triton_utils import HAS_TRITON, triton
 
-from sparkfleet.kvcache import GroupKind, base_block_size, geometry, state_checkpoints
+from sparkfleet.kv.cache import GroupKind, base_block_size, geometry, state_checkpoints
 from sparkfleet.localmodel import profile_from_dir
-from sparkfleet.modelconfig import POOL_CHECKED_LAYOUTS, PROVED_LAYOUTS, text_config
 from sparkfleet.models import ModelProfile, Platform
+from sparkfleet.reading.config import POOL_CHECKED_LAYOUTS, PROVED_LAYOUTS, text_config
 from sparkfleet.versions import VllmVersion
 from vllm import LLM
 
@@ -572,10 +572,10 @@ KIND_OF_SPEC = {
     "FullAttentionSpec": GroupKind.FULL,
     "MLAAttentionSpec": GroupKind.FULL,
     "SlidingWindowSpec": GroupKind.SLIDING,
-    # DeepSeek-V4's window and compressor-state caches (sparkfleet.kvpacked), proved by the packed family.
+    # DeepSeek-V4's window and compressor-state caches (sparkfleet.kv.packed), proved by the packed family.
     "SlidingWindowMLASpec": GroupKind.SLIDING,
     "MambaSpec": GroupKind.STATE,
-    # GLM-5-Next's and Qwen4-Exp's raw-key rings (sparkfleet.kvindexed), checked by kv_indexed.py.
+    # GLM-5-Next's and Qwen4-Exp's raw-key rings (sparkfleet.kv.indexed), checked by kv_indexed.py.
     "CircularBufferSpec": GroupKind.RING,
 }
 
@@ -798,7 +798,7 @@ def _version_of(tree: Path) -> str:
 
 
 def proved_layouts_agree() -> bool:
-    """The planner's list of proved layouts (sparkfleet.modelconfig) is exactly the families checked here."""
+    """The planner's list of proved layouts (sparkfleet.reading.config) is exactly the families checked here."""
     families = {**FAMILIES, **PACKED_FAMILIES}
     checked = {text_config(fields)["model_type"] for fields in families.values()}
     named = {

@@ -27,8 +27,8 @@ from typing import Any
 
 from kv_packed import POOL_BYTES, engine_config, engine_pool, one_rank
 
-from sparkfleet.kvcache import GroupKind, state_checkpoints
-from sparkfleet.kvindexed import indexed_geometry
+from sparkfleet.kv.cache import GroupKind, state_checkpoints
+from sparkfleet.kv.indexed import indexed_geometry
 from sparkfleet.localmodel import profile_from_dir
 from sparkfleet.models import Platform
 from sparkfleet.versions import VllmVersion

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkfleet.errors import PlanError
-from sparkfleet.kvpacked import packed_geometry
+from sparkfleet.kv.packed import packed_geometry
 from sparkfleet.localmodel import profile_from_dir
 
 # A pool that holds whole requests: vLLM refuses a pool smaller than one request, and a DeepSeek-V4 request

@@ -212,9 +212,9 @@ class ModelProfile(Strict):
     # tp_replicated); vLLM pads their page to the attention page as it does state_layers'.
     replicated_state_layers: StateLayers | None = None
     # The raw-key rings of GLM-5-Next's and Qwen4-Exp's indexed layers. Their backends lay the pool out block-outermost,
-    # so vLLM packs pages of several sizes into one pool (sparkfleet.kvindexed).
+    # so vLLM packs pages of several sizes into one pool (sparkfleet.kv.indexed).
     ring: RingCache | None = None
-    # What vLLM serves by default (sparkfleet.contextlimit: its own derivation from config.json).
+    # What vLLM serves by default (sparkfleet.reading.context: its own derivation from config.json).
     native_max_context: Annotated[int, Field(gt=0)]
     # A longer max_model_len vLLM accepts with no env (the config's own model_max_length), when there is one.
     config_max_length: Annotated[int, Field(gt=0)] | None = None

@@ -1,6 +1,6 @@
 """Flag and environment rules: each turns resolved settings into argv / env entries with a reason.
 
-Rules hold no memory arithmetic (that is memory.py / kvcache.py) and no version numbers of their own
+Rules hold no memory arithmetic (that is memory.py and the kv package) and no version numbers of their own
 (those are versions.py). A rule that does not apply returns nothing.
 """
 

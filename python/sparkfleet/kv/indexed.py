@@ -3,7 +3,7 @@
 Each indexed layer keeps three caches: its attention (GLM-5-Next's NoPE MLA latent, Qwen4-Exp's QSA keys and values),
 the indexer's keys (one entry per group of tokens) and a ring of the raw keys still to be grouped. The ring's backend
 asks for a block-outermost layout, so vLLM does not pad every page to one size: it packs them
-(sparkfleet.kvpacked). The linear layers keep a state, padded to the attention page, and Qwen4-Exp's n-gram layers a
+(sparkfleet.kv.packed). The linear layers keep a state, padded to the attention page, and Qwen4-Exp's n-gram layers a
 short convolution every rank holds whole.
 
 vLLM first raises the block size until one attention page holds the largest state page
@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 
-from .errors import PlanError
-from .kvcache import (
+from ..errors import PlanError
+from ..models import ModelProfile, RingCache, RingKind
+from .cache import (
     MLA_HYBRID_ALIGNMENT,
     NO_CHECKPOINTS,
     GroupKind,
@@ -26,8 +27,7 @@ from .kvcache import (
     kv_dtype_bytes,
     layer_state_bytes,
 )
-from .kvpacked import CacheLayer, PackedKvGeometry, packed_groups
-from .models import ModelProfile, RingCache, RingKind
+from .packed import CacheLayer, PackedKvGeometry, packed_groups
 
 # The default cache block (config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE), kept where every backend takes it.
 DEFAULT_CACHE_BLOCK = 16
@@ -84,10 +84,10 @@ def indexed_geometry(
     checkpoints: StateCheckpoints = NO_CHECKPOINTS,
 ) -> PackedKvGeometry:
     """One rank's packed pool (pipeline stages are refused by the planner, as for DeepSeek-V4); `checkpoints` as
-    kvcache.state_checkpoints gives them for the platform and vLLM release."""
+    kv.cache.state_checkpoints gives them for the platform and vLLM release."""
     ring = profile.ring
     if ring is None:
-        raise ValueError(f"{profile.id} keeps no raw-key ring: plan it with sparkfleet.kvcache.geometry")
+        raise ValueError(f"{profile.id} keeps no raw-key ring: plan it with sparkfleet.kv.cache.geometry")
     # The attention head alone: the indexer's keys are a cache of their own.
     head = attention_bytes_per_token(profile, kv_dtype_bytes(kv_cache_dtype), tensor_parallel, GroupKind.FULL)
     head -= profile.indexer_bytes_per_token

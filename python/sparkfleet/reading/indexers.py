@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .configdefaults import GLM5_NEXT_TYPES
-from .errors import PlanError
-from .kvcache import cdiv
-from .models import RingCache, RingKind
+from ..errors import PlanError
+from ..kv.cache import cdiv
+from ..models import RingCache, RingKind
+from .defaults import GLM5_NEXT_TYPES
 
 
 def indexer_bytes_per_token(text: dict[str, Any]) -> int:
@@ -21,7 +21,7 @@ def indexer_bytes_per_token(text: dict[str, Any]) -> int:
       (models/qwen4_exp/common/qsa_cache.py QSACompressedKeyCache).
     The raw keys GLM-5-Next and Qwen4-Exp keep beside them are a ring (ring_cache).
     """
-    # DeepSeek-V4 (and vLLM 0.32's V4.1) keep their indexer in the packed pool (sparkfleet.kvpacked).
+    # DeepSeek-V4 (and vLLM 0.32's V4.1) keep their indexer in the packed pool (sparkfleet.kv.packed).
     if text.get("index_topk") and not str(text.get("model_type")).startswith("deepseek_v4"):
         width = int(text.get("index_head_dim") or 128)
         return cdiv(width + width // 128 * 4, int(text.get("index_kpool") or 1))

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from .models import ModelProfile, Platform, RingKind, StateLayerKind, StateLayers
-from .versions import VllmVersion, kv_tokens_from_concurrency
+from ..models import ModelProfile, Platform, RingKind, StateLayerKind, StateLayers
+from ..versions import VllmVersion, kv_tokens_from_concurrency
 
 DEFAULT_BLOCK_SIZE = 16
 # vLLM's CPU platform starts from 128-token blocks, and 16 for MLA, whose reference CPU decode kernel only takes 16;
@@ -49,7 +49,7 @@ class GroupKind(str, Enum):
 
 
 class KvPool(Protocol):
-    """What the budget and the plan read of a rank's pool, however vLLM lays it out (kvpacked for DeepSeek-V4)."""
+    """What the budget and the plan read of a rank's pool, however vLLM lays it out (kv.packed for DeepSeek-V4)."""
 
     @property
     def bytes_per_block(self) -> int: ...

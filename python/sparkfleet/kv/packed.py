@@ -6,7 +6,7 @@ state, and a ratio-4 layer an FP8 indexer key cache and its compressor state. Pa
 does not unify them: it buckets layers of one kind, block size and window, splits the balanced buckets into
 groups of equal repeats (kv_cache_utils._get_packed_kv_cache_groups), and strides every block of the one pool
 by the widest group. tests/vllm/check_kv_geometry.py builds vLLM's own model and KV cache config for a
-downscaled real config and compares them with this. sparkfleet.kvindexed lays out GLM-5-Next's and Qwen4-Exp's caches
+downscaled real config and compares them with this. sparkfleet.kv.indexed lays out GLM-5-Next's and Qwen4-Exp's caches
 for the same packing.
 """
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from .errors import PlanError
-from .kvcache import GroupKind, cdiv
-from .models import CompressedMlaShape
-from .versions import VllmVersion, kv_tokens_from_concurrency
+from ..errors import PlanError
+from ..models import CompressedMlaShape
+from ..versions import VllmVersion, kv_tokens_from_concurrency
+from .cache import GroupKind, cdiv
 
 # The sparse MLA and indexer backends take only 256-token blocks (CUDA and CPU alike; the CPU platform forces it).
 BLOCK_SIZE = 256

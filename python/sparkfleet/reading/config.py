@@ -11,12 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .blocklayouts import NAS_MODEL_TYPE, PUZZLE_MODEL_TYPE, nas_attention, puzzle_layout
-from .configdefaults import with_class_defaults
-from .contextlimit import context_limit
-from .errors import PlanError
-from .indexedlayers import indexer_bytes_per_token, ring_cache
-from .models import (
+from ..errors import PlanError
+from ..models import (
     COMPRESS_RATIOS,
     GIB,
     AttentionShape,
@@ -27,7 +23,11 @@ from .models import (
     SpeculativeSupport,
     StateLayers,
 )
-from .statelayers import (
+from .blocks import NAS_MODEL_TYPE, PUZZLE_MODEL_TYPE, nas_attention, puzzle_layout
+from .context import context_limit
+from .defaults import with_class_defaults
+from .indexers import indexer_bytes_per_token, ring_cache
+from .states import (
     PERIODIC_HYBRIDS,
     SHARED_ATTENTION_HYBRIDS,
     layer_kinds,
@@ -36,7 +36,7 @@ from .statelayers import (
     replicated_state_layers,
     shared_attention_shape,
 )
-from .statelayers import state_layers as state_layers_of
+from .states import state_layers as state_layers_of
 
 # Sub-configs that hold the language model of a multimodal or wrapped checkpoint.
 TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config")
@@ -294,7 +294,7 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
     elif puzzle is not None:
         kinds = puzzle.kinds
     elif compressed is not None:
-        # Its window caches are planned with the compressed ones (sparkfleet.kvpacked), not as sliding layers.
+        # Its window caches are planned with the compressed ones (sparkfleet.kv.packed), not as sliding layers.
         kv_heads, kinds = 1, ["full"] * int(layers)
     else:
         kinds = layer_kinds(text, int(layers), source)

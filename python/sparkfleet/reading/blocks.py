@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import PlanError
+from ..errors import PlanError
 
 # DeciLM / Nemotron-NAS: each layer in block_configs (models/nemotron_nas.py).
 NAS_MODEL_TYPE = "nemotron-nas"

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import PlanError
-from .models import StateLayerKind, StateLayers
+from ..errors import PlanError
+from ..models import StateLayerKind, StateLayers
 
 ATTENTION_LAYER_TYPES = {
     "full_attention": "full",
@@ -22,7 +22,7 @@ ATTENTION_LAYER_TYPES = {
     # Zamba2's layers_block_type: a Mamba-2 layer with a shared attention block beside it (its own KV cache).
     "hybrid": "full",
     # Sparse attention with an indexer (GLM-5-Next's MLA, Qwen4-Exp's QSA; transformers writes full_attention as
-    # indexed_attention for both): a full KV cache, and the indexer's keys (modelconfig.indexer_bytes_per_token).
+    # indexed_attention for both): a full KV cache, and the indexer's keys (reading.indexers.indexer_bytes_per_token).
     "indexed_attention": "full",
     "qwen_sparse_attention": "full",
 }

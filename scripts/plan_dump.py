@@ -1,0 +1,114 @@
+"""Every plan the catalog and the test fixtures give, one JSON file each: proof that a refactor changed no plan.
+
+Issue 48 moves the library into packages and must leave what a user sees unchanged. Run this before and after a
+change and compare the two directories:
+
+    uv run python scripts/plan_dump.py .cache/plans-before      # on the commit before
+    uv run python scripts/plan_dump.py .cache/plans-after       # on the change
+    uv run python scripts/plan_dump.py --compare .cache/plans-before .cache/plans-after
+
+Each case is what `sparkfleet plan --json` prints for it (a refusal is dumped as its message, so refusals must stay
+the same too): every catalog model on a Spark (vLLM 0.33.0 and 0.32.0) and on the cpu platform, under each profile,
+with and without fp8 KV, and trusting the repository's code; every config of tests/fixtures/configs, staged in a
+directory of its own under a fixed path (the plans name it). Host memory is given, never read from this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import json
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from sparkfleet.catalog import load_catalog
+from sparkfleet.errors import PlanError
+from sparkfleet.planargs import add_plan_args, make_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "configs"
+STAGED = Path("/tmp/sparkfleet-plan-dump-models")
+HOSTS = {"gb10-0.33": ["--platform", "gb10", "--vllm-version", "0.33.0", "--memory-gib", "121.69"],
+         "gb10-0.32": ["--platform", "gb10", "--vllm-version", "0.32.0", "--memory-gib", "121.69"],
+         "cpu-0.32": ["--platform", "cpu", "--vllm-version", "0.32.0", "--memory-gib", "64"]}  # fmt: skip
+PROFILES = ("interactive", "throughput", "memory-saver")
+
+
+def cases() -> Iterator[tuple[str, list[str]]]:
+    for model in sorted(load_catalog()):
+        for host, host_args in HOSTS.items():
+            for profile in PROFILES:
+                for kv in ("auto", "fp8"):
+                    name = f"catalog/{model.replace('/', '--')}/{host}-{profile}-kv-{kv}.json"
+                    yield name, [model, *host_args, "--profile", profile, "--kv-cache-dtype", kv]
+            # The models whose own code vLLM would run plan only when asked to trust it.
+            yield f"catalog/{model.replace('/', '--')}/{host}-trusted.json", [model, *host_args, "--trust-remote-code"]
+    for config in sorted(FIXTURES.glob("*.json")):
+        staged = STAGED / config.stem
+        staged.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(config, staged / "config.json")
+        for host, host_args in HOSTS.items():
+            yield f"fixtures/{config.stem}/{host}.json", [str(staged), *host_args]
+
+
+def dump_one(argv: list[str]) -> str:
+    parser = argparse.ArgumentParser()
+    add_plan_args(parser)
+    try:
+        served, note = make_plan(parser.parse_args(argv))
+    except (PlanError, ValueError) as exc:
+        return json.dumps({"refused": str(exc)}, indent=2) + "\n"
+    return json.dumps({"plan": served.model_dump(mode="json"), "note": note}, indent=2) + "\n"
+
+
+def dump(out: Path) -> int:
+    count = 0
+    for name, argv in cases():
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(dump_one(argv))
+        count += 1
+    print(f"{count} plans in {out}")
+    return 0
+
+
+def compare(before: Path, after: Path) -> int:
+    differing: list[str] = []
+
+    def walk(cmp: filecmp.dircmp[str], prefix: str) -> None:
+        differing.extend(f"{prefix}{n} (only before)" for n in cmp.left_only)
+        differing.extend(f"{prefix}{n} (only after)" for n in cmp.right_only)
+        _, mismatch, errors = filecmp.cmpfiles(cmp.left, cmp.right, cmp.common_files, shallow=False)
+        differing.extend(f"{prefix}{n}" for n in mismatch + errors)
+        for sub, inner in cmp.subdirs.items():
+            walk(inner, f"{prefix}{sub}/")
+
+    walk(filecmp.dircmp(before, after), "")
+    total = sum(1 for p in before.rglob("*.json"))
+    if total == 0:
+        print(f"{before} holds no plan: dump into it first")
+        return 1
+    if differing:
+        print(f"{len(differing)} of {total} plans differ:", *differing[:50], sep="\n  ")
+        return 1
+    print(f"{total} plans, byte-identical")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, nargs="?", help="the directory to dump into (made anew)")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    args = parser.parse_args()
+    if args.compare:
+        return compare(*args.compare)
+    if args.out is None:
+        parser.error("give the directory to dump into, or --compare BEFORE AFTER")
+    shutil.rmtree(args.out, ignore_errors=True)
+    return dump(args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
