@@ -12,6 +12,8 @@ from .budget import Budget, memory_budget, non_kv
 from .cautions import compile_warning, guard_env, plan_warnings, scheduler_warning
 from .choices import Resolved, check_bundled_draft, kv_geometry, release_of, resolve
 from .errors import PlanError
+from .kv.cache import KvPool
+from .loading import LoadChoice
 from .models import (
     GIB,
     ClusterBackend,
@@ -28,6 +30,7 @@ from .models import (
     SystemdLimits,
     command_line,
 )
+from .remotecode import CodeVerdict
 from .requestsize import SOURCE as REQUEST_SOURCE
 from .requestsize import max_request_mib
 from .rules.kernels import NVFP4_DECISION_SOURCE, NVFP4_FORMATS
@@ -101,6 +104,25 @@ def _budget_chunk(r: Resolved, budget: Budget, intent: Intent, profile: ModelPro
     return dataclasses.replace(r, max_num_batched_tokens=chunk, capture_sizes=capture), [reason]
 
 
+@dataclasses.dataclass(frozen=True)
+class Sized:
+    """What sizing decided for one instance: the resolved choices, its KV pool and budget, how it loads, what is left."""
+
+    r: Resolved
+    backend: ClusterBackend | None
+    geo: KvPool
+    budget: Budget
+    chunk_reasons: list[Reason]
+    kv_bytes: int
+    # Resident while the checkpoint loads: the weights, the runtime and a drafter's weights.
+    loaded: float
+    load: LoadChoice
+    footprint: float
+    headroom: float
+    # Kernel compiles a Spark's first start runs beside the footprint.
+    jit_jobs: int
+
+
 def plan(
     host: HostFacts,
     profile: ModelProfile,
@@ -118,9 +140,25 @@ def plan(
     will fill); a model_ref that is an absolute path is that directory. `model_fs` is the filesystem type it
     is read from (spark_facts reads /proc/mounts), for the load strategy. `placement` is where this rank of a
     native multi-node instance runs.
+
+    The stages: refuse what cannot be served safely, take consent for a repository's code, size the pool and the
+    load, let the rules choose argv and env from the settings, then bound the process and say why.
     """
     model_dir = model_dir or (model_ref if model_ref and model_ref.startswith("/") else None)
     check_bundled_draft(profile, intent, model_dir)
+    refuse_open_bind(intent)
+    remote_code = remote_code_consent(profile, intent, drafter, release_of(host))
+    sized = size(host, profile, intent, drafter=drafter, placement=placement, model_fs=model_fs)
+    settings = settings_of(
+        host, profile, intent, sized, model_ref=model_ref, model_dir=model_dir, placement=placement, remote_code=remote_code
+    )
+    entries = rules.apply(settings)
+    return assemble(
+        host, profile, intent, sized, settings=settings, entries=entries, placement=placement, remote_code=remote_code
+    )
+
+
+def refuse_open_bind(intent: Intent) -> None:
     if not intent.binds_loopback_only and not intent.allow_unauthenticated_bind:
         raise PlanError(
             "intent.host",
@@ -131,33 +169,61 @@ def plan(
                 "allow_unauthenticated_bind true on a network you trust entirely",
             ),
         )
-    version = release_of(host)
+
+
+def remote_code_consent(
+    profile: ModelProfile, intent: Intent, drafter: ModelProfile | None, version: VllmVersion
+) -> CodeVerdict | None:
+    """The repository code vLLM would run, once consented to; the drafter's is checked too (one flag covers both)."""
     remotecode.check_architecture(profile, version)
     remote_code = remotecode.consent(profile, intent, version, "the model")
     if drafter is not None:
-        # Both are checked (a drafter's own refusals too); vLLM's one flag covers both.
         drafter_code = remotecode.consent(drafter, intent, version, "the drafter")
         remote_code = remote_code or drafter_code
+    return remote_code
+
+
+def size(
+    host: HostFacts,
+    profile: ModelProfile,
+    intent: Intent,
+    *,
+    drafter: ModelProfile | None,
+    placement: NodePlacement | None,
+    model_fs: str | None,
+) -> Sized:
     r = resolve(host, profile, intent, drafter)
     backend = cluster_backend(intent, r.version, placement)
     geo = kv_geometry(profile, intent, r, host.platform, host.cpu_amx_tile)
     budget = memory_budget(host, profile, intent, r, geo)
     r, chunk_reasons = _budget_chunk(r, budget, intent, profile)
     kv_bytes = geo.num_blocks(budget.kv_bytes) * geo.bytes_per_block
-    predicted = intent.gpu_memory_utilization is not None
-    # While the checkpoint loads, only the weights (and the runtime, and a drafter's weights) are resident.
     loaded = budget.non_kv.weights + budget.non_kv.runtime + budget.non_kv.drafter
     room_while_loading = host.mem_total_gib - budget.reserve - budget.baseline - loaded
     load = loading.choose(host, profile, intent.load, r.version, room_gib=room_while_loading, model_fs=model_fs)
     loading.check_utilization(load, host, budget.utilization)
-    total = host.mem_total_gib
-    nk = budget.non_kv
-    footprint = nk.total + kv_bytes / GIB
-    headroom = total - budget.reserve - budget.baseline - footprint
+    footprint = budget.non_kv.total + kv_bytes / GIB
+    headroom = host.mem_total_gib - budget.reserve - budget.baseline - footprint
     # A Spark's first start compiles kernels beside the footprint: as many at once as the headroom holds.
     # ...unless the release carries FlashInfer's kernels prebuilt for its version (vllm download-kernels).
     jit_jobs = mem.jit_jobs(headroom) if host.platform is Platform.GB10 and not host.flashinfer_kernels else 0
-    settings = rules.Settings(
+    return Sized(r, backend, geo, budget, chunk_reasons, kv_bytes, loaded, load, footprint, headroom, jit_jobs)
+
+
+def settings_of(
+    host: HostFacts,
+    profile: ModelProfile,
+    intent: Intent,
+    sized: Sized,
+    *,
+    model_ref: str | None,
+    model_dir: str | None,
+    placement: NodePlacement | None,
+    remote_code: CodeVerdict | None,
+) -> rules.Settings:
+    """What the rules choose argv and env from."""
+    r = sized.r
+    return rules.Settings(
         host=host,
         profile=profile,
         intent=intent,
@@ -173,48 +239,61 @@ def plan(
         capture_sizes=r.capture_sizes,
         enforce_eager=r.enforce_eager,
         prefix_caching=r.prefix_caching,
-        kv_cache_memory_bytes=None if predicted else kv_bytes,
-        gpu_memory_utilization=budget.utilization,
+        kv_cache_memory_bytes=None if intent.gpu_memory_utilization is not None else sized.kv_bytes,
+        gpu_memory_utilization=sized.budget.utilization,
         yarn=r.yarn,
         long_context=r.long_context,
-        load=load,
-        jit_jobs=jit_jobs,
-        cluster_backend=backend,
+        load=sized.load,
+        jit_jobs=sized.jit_jobs,
+        cluster_backend=sized.backend,
         placement=placement,
         remote_code=remote_code,
     )
-    entries = rules.apply(settings)
-    flags = [Flag(name=e.name, values=list(e.values), reason=e.reason, source=e.source) for e in entries if e.kind == "arg"]
-    environment = [
-        EnvVar(name=e.name, value=e.values[0], reason=e.reason, source=e.source) for e in entries if e.kind == "env"
-    ]
-    env = {e.name: e.value for e in environment}
-    runner = "pooling" if any(f.name == "--runner" and f.values == ["pooling"] for f in flags) else "generate"
-    guard_env(env, r.version)
 
+
+def process_limits(host: HostFacts, sized: Sized) -> tuple[int, float, float]:
+    """The bytes a start needs available, the unit's MemoryMax (GiB) and the first start's compile memory (GiB).
+
+    Both cover the larger of serving and loading (eager holds a shard beside the weights, before the KV cache exists).
+    """
+    budget, total = sized.budget, host.mem_total_gib
     required = (
         int((budget.utilization * total + budget.baseline) * GIB)
         if host.platform is Platform.GB10
-        else int((footprint + budget.baseline) * GIB)
+        else int((sized.footprint + budget.baseline) * GIB)
     )
-    # The cap and the start check cover the larger of serving and loading (eager holds a shard beside the
-    # weights, before the KV cache exists).
-    at_load = loaded + load.transient_gib
+    at_load = sized.loaded + sized.load.transient_gib
     required = max(required, int((at_load + budget.baseline) * GIB))
-    jit = jit_jobs * mem.JIT_PROCESS_GIB
+    jit = sized.jit_jobs * mem.JIT_PROCESS_GIB
     memory_max = min(
-        max(footprint + max(MEMORY_MAX_SLACK_GIB, jit), at_load + MEMORY_MAX_SLACK_GIB) + budget.baseline, total - 2.0
+        max(sized.footprint + max(MEMORY_MAX_SLACK_GIB, jit), at_load + MEMORY_MAX_SLACK_GIB) + budget.baseline,
+        total - 2.0,
     )
+    return required, memory_max, jit
+
+
+def reasons_of(
+    host: HostFacts,
+    profile: ModelProfile,
+    intent: Intent,
+    sized: Sized,
+    *,
+    entries: list[rules.Entry],
+    remote_code: CodeVerdict | None,
+    request: tuple[int, str],
+) -> list[Reason]:
+    """Why, item by item: every rule's, the chunk's, the start budget's, and the choices no flag shows."""
     reasons = [
         *(Reason(item=e.item, reason=e.reason, source=e.source) for e in entries),
-        *chunk_reasons,
-        start_budget_reason(host.platform, nk.weights, jit_jobs > 0),
+        *sized.chunk_reasons,
+        start_budget_reason(host.platform, sized.budget.non_kv.weights, sized.jit_jobs > 0),
     ]
     if remote_code is None and intent.trust_remote_code:
-        unneeded = remotecode.verdict(profile, r.version)
+        unneeded = remotecode.verdict(profile, sized.r.version)
         reasons.append(
             Reason(item="no --trust-remote-code", reason=f"consent unused: {unneeded.why}", source=unneeded.source)
         )
+    load = sized.load
     if load.flag is None:
         # vLLM's default needs no flag; the plan still says why it loads that way.
         reasons.append(Reason(item=f"load {load.strategy.value}", reason=load.reason, source=load.source))
@@ -230,7 +309,7 @@ def plan(
                 source=NVFP4_DECISION_SOURCE,
             )
         )
-    request_mib, request_why = max_request_mib(r.max_model_len, profile.multimodal, intent.max_request_mib)
+    request_mib, request_why = request
     reasons.append(Reason(item=f"request body up to {request_mib} MiB", reason=request_why, source=REQUEST_SOURCE))
     reasons.append(
         Reason(
@@ -239,9 +318,59 @@ def plan(
             source="field-anchors.md §2.6",
         )
     )
+    return reasons
+
+
+def memory_breakdown(host: HostFacts, sized: Sized, jit: float) -> MemoryBreakdown:
+    nk, budget = sized.budget.non_kv, sized.budget
+    return MemoryBreakdown(
+        total=round(host.mem_total_gib, 2),
+        weights=round(nk.weights, 2),
+        runtime=round(nk.runtime, 2),
+        activation=round(nk.activation, 2),
+        cudagraph=round(nk.cudagraph, 2),
+        extra=round(nk.extra, 2),
+        drafter=round(nk.drafter, 2),
+        kv=round(sized.kv_bytes / GIB, 2),
+        process_baseline=budget.baseline,
+        host_reserve=budget.reserve,
+        headroom=round(sized.headroom, 2),
+        load_transient=round(sized.load.transient_gib, 2),
+        first_start_compile=round(jit, 2),
+    )
+
+
+def assemble(
+    host: HostFacts,
+    profile: ModelProfile,
+    intent: Intent,
+    sized: Sized,
+    *,
+    settings: rules.Settings,
+    entries: list[rules.Entry],
+    placement: NodePlacement | None,
+    remote_code: CodeVerdict | None,
+) -> ServePlan:
+    """The plan from the rules' entries and the sizing: argv, env, limits, warnings and every reason."""
+    r, geo, kv_bytes = sized.r, sized.geo, sized.kv_bytes
+    flags = [Flag(name=e.name, values=list(e.values), reason=e.reason, source=e.source) for e in entries if e.kind == "arg"]
+    environment = [
+        EnvVar(name=e.name, value=e.values[0], reason=e.reason, source=e.source) for e in entries if e.kind == "env"
+    ]
+    env = {e.name: e.value for e in environment}
+    runner = "pooling" if any(f.name == "--runner" and f.values == ["pooling"] for f in flags) else "generate"
+    guard_env(env, r.version)
+    required, memory_max, jit = process_limits(host, sized)
+    request = max_request_mib(r.max_model_len, profile.multimodal, intent.max_request_mib)
+    reasons = reasons_of(host, profile, intent, sized, entries=entries, remote_code=remote_code, request=request)
+    warnings = (
+        plan_warnings(host, profile, intent, r, required)
+        + [w for w in (scheduler_warning(r, lambda n: non_kv(host, profile, intent, r, n).activation, sized.headroom),) if w]
+        + compile_warning(sized.jit_jobs, sized.headroom)
+    )
     return ServePlan(
         nodes=intent.nodes,
-        cluster_backend=backend,
+        cluster_backend=sized.backend,
         node_rank=placement.rank if placement else 0,
         headless=bool(placement and placement.rank > 0),
         model=settings.model_ref,
@@ -254,7 +383,7 @@ def plan(
         environment=environment,
         env=env,
         secret_env=["VLLM_API_KEY"] if intent.api_key else [],
-        gpu_memory_utilization=budget.utilization,
+        gpu_memory_utilization=sized.budget.utilization,
         kv_cache_memory_bytes=kv_bytes,
         kv_tokens=geo.reported_tokens(kv_bytes, r.max_model_len, r.in_flight(), r.version),
         max_concurrency_at_context=round(geo.max_concurrency(kv_bytes, r.max_model_len, r.in_flight()), 2),
@@ -265,32 +394,16 @@ def plan(
         block_size=geo.block_size,
         cudagraph_capture_sizes=list(r.capture_sizes),
         enforce_eager=r.enforce_eager,
-        memory=MemoryBreakdown(
-            total=round(total, 2),
-            weights=round(nk.weights, 2),
-            runtime=round(nk.runtime, 2),
-            activation=round(nk.activation, 2),
-            cudagraph=round(nk.cudagraph, 2),
-            extra=round(nk.extra, 2),
-            drafter=round(nk.drafter, 2),
-            kv=round(kv_bytes / GIB, 2),
-            process_baseline=budget.baseline,
-            host_reserve=budget.reserve,
-            headroom=round(headroom, 2),
-            load_transient=round(load.transient_gib, 2),
-            first_start_compile=round(jit, 2),
-        ),
+        memory=memory_breakdown(host, sized, jit),
         required_available_bytes=required,
         systemd=SystemdLimits(memory_max=f"{math.ceil(memory_max)}G"),
         answer_check=answer_check(
             profile, settings.served_name, runner == "pooling", intent.answer_check, rules.template_kwargs(profile, intent)
         ),
-        warnings=plan_warnings(host, profile, intent, r, required)
-        + [w for w in (scheduler_warning(r, lambda n: non_kv(host, profile, intent, r, n).activation, headroom),) if w]
-        + compile_warning(jit_jobs, headroom),
+        warnings=warnings,
         reasons=reasons,
-        mode="predicted" if predicted else "planned",
-        load_strategy=load.strategy,
-        max_request_mib=request_mib,
-        start_budget_s=memguard.start_budget_s(host.platform, nk.weights, jit_jobs > 0),
+        mode="predicted" if intent.gpu_memory_utilization is not None else "planned",
+        load_strategy=sized.load.strategy,
+        max_request_mib=request[0],
+        start_budget_s=memguard.start_budget_s(host.platform, sized.budget.non_kv.weights, sized.jit_jobs > 0),
     )
