@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Load the nftables table that lets only the metrics' readers reach Prometheus and node_exporter on this host.
 
 Run by sparkfleet-metrics-gate.service (monitoring role) at boot and after each change of its settings file
