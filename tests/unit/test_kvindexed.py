@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from sparkfleet.errors import PlanError
-from sparkfleet.kv.cache import GroupKind, StateCheckpoints, cdiv, state_checkpoints
+from sparkfleet.kv.cache import GroupKind, StateCheckpoints, state_checkpoints
 from sparkfleet.kv.indexed import PackedKvGeometry, indexed_geometry, ring_tokens
-from sparkfleet.models import ModelProfile, Platform
+from sparkfleet.models import ModelProfile, Platform, cdiv
 from sparkfleet.reading.config import profile_from_config
 from sparkfleet.versions import VllmVersion
 

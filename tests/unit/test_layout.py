@@ -61,7 +61,6 @@ LONG_FUNCTIONS = {
     "recipes.steps.recipe": 159,
     "hardening.sandbox": 159,
     "door.door_plan": 122,
-    "reading.config.profile_from_config": 102,
     "hostplan.plan_host": 95,
     "doctor.serving.instance_findings": 93,
     "webui.webui_plan": 92,

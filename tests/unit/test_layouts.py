@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from sparkfleet.errors import PlanError
-from sparkfleet.reading.config import PROVED_LAYOUTS, UNREAD_LAYOUT_FIELDS, profile_from_config
+from sparkfleet.reading.config import UNREAD_LAYOUT_FIELDS, profile_from_config
+from sparkfleet.reading.families import PROVED_LAYOUTS
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 FIXTURES = sorted(CONFIGS.glob("*.json"))

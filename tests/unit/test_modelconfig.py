@@ -191,17 +191,23 @@ def test_zamba2_shares_attention_blocks_with_their_own_caches_beside_mamba2_ever
 
 
 @pytest.mark.parametrize(
-    ("fields", "says"),
+    ("model_type", "fields", "says"),
     [
-        ({"mamba_n_heads": 8, "mamba_d_state": 64}, "lacks mamba_d_head"),
-        ({"mamba_num_heads": 8, "mamba_head_dim": 64}, "lacks ssm_state_size"),
-        ({"mamba_n_heads": "eight", "mamba_d_head": 64, "mamba_d_state": 64}, "not a number"),
-        ({"conv_L_cache": 1}, "conv_kernel is not valid"),
+        ("granitemoehybrid", {"mamba_n_heads": 8, "mamba_d_state": 64}, "lacks mamba_d_head"),
+        # A model_type with no family is read by whichever reader finds its fields: here Nemotron-H's.
+        ("mamba2_hybrid", {"mamba_num_heads": 8, "mamba_head_dim": 64}, "lacks ssm_state_size"),
+        ("granitemoehybrid", {"mamba_n_heads": "eight", "mamba_d_head": 64, "mamba_d_state": 64}, "not a number"),
+        ("granitemoehybrid", {"conv_L_cache": 1}, "state shape this config does not give"),
+        ("mamba2_hybrid", {"conv_L_cache": 1}, "conv_kernel is not valid"),
+        # A known family is read by its own reader only (the family table): Granite's fields, not Nemotron-H's.
+        ("granitemoehybrid", {"mamba_num_heads": 8, "mamba_head_dim": 64, "ssm_state_size": 64}, "does not give"),
     ],
 )
-def test_a_state_shape_missing_or_malformed_is_refused_naming_the_field(fields: dict[str, object], says: str) -> None:
+def test_a_state_shape_missing_or_malformed_is_refused_naming_the_field(
+    model_type: str, fields: dict[str, object], says: str
+) -> None:
     with pytest.raises(PlanError, match=says):
-        hybrid(model_type="granitemoehybrid", num_hidden_layers=2, layer_types=["mamba", "attention"], **fields)
+        hybrid(model_type=model_type, num_hidden_layers=2, layer_types=["mamba", "attention"], **fields)
 
 
 def test_jamba_period_fields_are_refused_outside_jamba() -> None:

@@ -42,7 +42,8 @@ from vllm.triton_utils import HAS_TRITON, triton
 from sparkfleet.kv.cache import GroupKind, base_block_size, geometry, state_checkpoints
 from sparkfleet.localmodel import profile_from_dir
 from sparkfleet.models import ModelProfile, Platform
-from sparkfleet.reading.config import POOL_CHECKED_LAYOUTS, PROVED_LAYOUTS, text_config
+from sparkfleet.reading.config import text_config
+from sparkfleet.reading.families import POOL_CHECKED_LAYOUTS, PROVED_LAYOUTS
 from sparkfleet.versions import VllmVersion
 from vllm import LLM
 

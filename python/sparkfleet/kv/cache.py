@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from ..models import ModelProfile, Platform, RingKind, StateLayerKind, StateLayers
+from ..models import ModelProfile, Platform, RingKind, StateLayerKind, StateLayers, cdiv
+from ..reading.families import family_of_checkpoint
 from ..versions import VllmVersion, kv_tokens_from_concurrency
 
 DEFAULT_BLOCK_SIZE = 16
@@ -34,10 +35,6 @@ def base_block_size(platform: Platform, mla: bool, amx: bool = False) -> int:
 # MLA hybrids need a multiple of 128 (platforms/interface.py _align_hybrid_block_size, 0.32).
 KERNEL_BLOCK_ALIGNMENT = 16
 MLA_HYBRID_ALIGNMENT = 128
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 class GroupKind(str, Enum):
@@ -204,11 +201,6 @@ MAMBA2_CHECKPOINTS_FROM = "0.32.0"
 FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64
 
 
-# Families whose Gated-DeltaNet is vLLM's QwenGatedDeltaNetAttention (qwen3_next.py, qwen3_5.py,
-# models/qwen4_exp/nvidia/model.py), which can run FlashInfer's prefill; OLMo-Hybrid's always runs Triton.
-QWEN_GDN_MODEL_TYPES = ("qwen3_next", "qwen3_5", "qwen4_exp")
-
-
 def state_checkpoints(profile: ModelProfile, platform: Platform, version: VllmVersion) -> StateCheckpoints:
     """- Mamba-2: one block, any token, on every platform (vLLM 0.32 on).
     - Qwen's Gated-DeltaNet with 128-wide key heads, vLLM 0.33 on GB10 (CUDA 13, SM 12.x): FlashInfer's prefill exports
@@ -225,7 +217,8 @@ def state_checkpoints(profile: ModelProfile, platform: Platform, version: VllmVe
     if state.kind is StateLayerKind.MAMBA2 and version.at_least(MAMBA2_CHECKPOINTS_FROM):
         return StateCheckpoints(blocks=1)
     gb10 = platform is Platform.GB10
-    qwen = str(profile.model_type or "").startswith(QWEN_GDN_MODEL_TYPES) and version.at_least("0.33.0")
+    family = family_of_checkpoint(profile.model_type)
+    qwen = family is not None and family.qwen_gated_deltanet and version.at_least("0.33.0")
     if gb10 and qwen and state.kind is StateLayerKind.GATED_DELTANET and state.state_shape[2:] == (128,):
         return StateCheckpoints(blocks=1, alignment=FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)
     glm = profile.ring is not None and profile.ring.kind is RingKind.KPOOL

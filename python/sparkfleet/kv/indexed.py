@@ -16,14 +16,13 @@ from __future__ import annotations
 import math
 
 from ..errors import PlanError
-from ..models import ModelProfile, RingCache, RingKind
+from ..models import ModelProfile, RingCache, RingKind, cdiv
 from .cache import (
     MLA_HYBRID_ALIGNMENT,
     NO_CHECKPOINTS,
     GroupKind,
     StateCheckpoints,
     attention_bytes_per_token,
-    cdiv,
     kv_dtype_bytes,
     layer_state_bytes,
 )

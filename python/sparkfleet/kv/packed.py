@@ -16,9 +16,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..errors import PlanError
-from ..models import CompressedMlaShape
+from ..models import CompressedMlaShape, cdiv
 from ..versions import VllmVersion, kv_tokens_from_concurrency
-from .cache import GroupKind, cdiv
+from .cache import GroupKind
 
 # The sparse MLA and indexer backends take only 256-token blocks (CUDA and CPU alike; the CPU platform forces it).
 BLOCK_SIZE = 256

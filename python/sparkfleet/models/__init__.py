@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import GIB, WILDCARDS, Strict
+from .base import GIB, WILDCARDS, Strict, cdiv
 from .host import HostFacts, Platform, known_capabilities
 from .intent import (
     ClusterBackend,
@@ -68,6 +68,7 @@ __all__ = [
     "Strict",
     "SystemdLimits",
     "TemplateKwargs",
+    "cdiv",
     "check_template_kwargs",
     "command_line",
     "known_capabilities",

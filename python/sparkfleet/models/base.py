@@ -7,6 +7,11 @@ from pydantic import BaseModel, ConfigDict
 GIB = 1024**3
 
 
+def cdiv(a: int, b: int) -> int:
+    """a / b rounded up, as vLLM's cdiv: the blocks, pages and groups that hold `a` of something."""
+    return -(-a // b)
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 

@@ -8,8 +8,7 @@ from typing import Any
 
 from ..errors import PlanError
 
-# DeciLM / Nemotron-NAS: each layer in block_configs (models/nemotron_nas.py).
-NAS_MODEL_TYPE = "nemotron-nas"
+# DeciLM / Nemotron-NAS (models/nemotron_nas.py): each layer in block_configs.
 # Per-block fields vLLM 0.32 reads (nemotron_nas.py); any other set to something (a window, sink tokens,
 # sparsity, an FFN replaced by a linear layer) would be built as a plain layer: the checkpoint would not match.
 NAS_READ_FIELDS = {
@@ -83,7 +82,6 @@ def nas_attention(text: dict[str, Any], heads: int, source: str) -> tuple[int, l
     return heads // groups.pop(), kinds
 
 
-PUZZLE_MODEL_TYPE = "nemotron_h_puzzle"
 PUZZLE_BLOCK_KINDS = {"attention": "full", "mamba": "state", "moe": None, "mlp": None}
 PUZZLE_PATTERN = {"attention": "*", "mamba": "M", "moe": "E", "mlp": "-"}
 # Attention-block fields that change the layer's KV cache shape: vLLM builds each attention layer from the block's

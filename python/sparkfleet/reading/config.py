@@ -23,13 +23,12 @@ from ..models import (
     SpeculativeSupport,
     StateLayers,
 )
-from .blocks import NAS_MODEL_TYPE, PUZZLE_MODEL_TYPE, nas_attention, puzzle_layout
+from .blocks import nas_attention, puzzle_layout
 from .context import context_limit
 from .defaults import with_class_defaults
+from .families import Family, LayerRule, family_of, layer_rule
 from .indexers import indexer_bytes_per_token, ring_cache
 from .states import (
-    PERIODIC_HYBRIDS,
-    SHARED_ATTENTION_HYBRIDS,
     layer_kinds,
     model_dtype,
     parallel_state_layers,
@@ -40,41 +39,20 @@ from .states import state_layers as state_layers_of
 
 # Sub-configs that hold the language model of a multimodal or wrapped checkpoint.
 TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config")
-# Families whose attention vLLM builds with hidden_size / num_attention_heads per head, whatever head_dim says
-# (models/olmo_hybrid.py OlmoHybridAttention).
-HEAD_SIZE_FROM_HIDDEN = {"olmo_hybrid"}
-# The text config's model_type -> the family of tests/vllm/check_kv_geometry.py whose tiny model proves
-# that the planner reads its layout as vLLM builds its KV cache (the check asserts the two lists agree).
-PROVED_LAYOUTS = {
-    "llama": "llama (dense GQA)",
-    "qwen3_moe": "qwen3_moe (MoE GQA)",
-    "glm4_moe": "glm4_moe (MoE GQA, partial rotary)",
-    "gpt_oss": "gpt_oss (sliding + sinks, MoE)",
-    "gemma3_text": "gemma3 (5:1 sliding, same shape)",
-    "gemma4_text": "gemma4 (per-layer-type shapes, K=V)",
-    "deepseek_v3": "deepseek_v3 (MLA)",
-    "deepseek_v4": "deepseek_v4 (compressed sparse MLA, windows, indexer)",
-    "nemotron_h": "nemotron_h (Mamba-2 hybrid)",
-    "qwen3_next": "qwen3_next (Gated-DeltaNet hybrid)",
-    "qwen3_5_text": "qwen3_5_text (Gated-DeltaNet hybrid, float32 state)",
-    "qwen3_5_moe_text": "qwen3_5_moe_text (Gated-DeltaNet hybrid, MoE, float32 state)",
-    "olmo_hybrid": "olmo_hybrid (Gated-DeltaNet hybrid, head size from hidden size)",
-    "granitemoehybrid": "granitemoehybrid (Mamba-2 hybrid, layer_types)",
-    "jamba": "jamba (Mamba-1 hybrid, attention period)",
-    "falcon_h1": "falcon_h1 (parallel attention + Mamba-2)",
-    "lfm2": "lfm2 (short-convolution hybrid)",
-    "lfm2_moe": "lfm2_moe (short-convolution hybrid, MoE)",
-    "zamba2": "zamba2 (Mamba-2 with shared attention blocks)",
-    NAS_MODEL_TYPE: "nemotron_nas (per-layer blocks, no-op attention)",
-    PUZZLE_MODEL_TYPE: "nemotron_h_puzzle (per-layer blocks, sliding attention)",
-}
-# Text model types whose KV pool (block size, pages, groups, concurrency) tests/vllm/kv_indexed.py checks against vLLM's own
-# alignment, cache classes and packing, where vLLM's CPU build cannot build the layers themselves: the family that checks
-# each (the check asserts the two lists agree).
-POOL_CHECKED_LAYOUTS = {
-    "glm5_next_text": "glm5_next (sparse NoPE MLA, pooled indexer, tail ring, KDA)",
-    "qwen4_exp_text": "qwen4_exp (QSA, compressed keys, raw-key ring, Gated-DeltaNet, n-gram state)",
-}
+# The profile fields a config is named as the source of, in order (all but the first five only where it has them).
+SOURCED_FIELDS = (
+    "num_layers",
+    "kv_heads",
+    "head_dim",
+    "native_max_context",
+    "config_max_length",
+    "hidden_size",
+    "sliding_window",
+    "mla",
+    "compressed_mla",
+    "state_layers",
+    "full_attention_shape",
+)
 # Fields that shape layers and that the planner does not read: planning past them would use defaults
 # the config contradicts (Nemotron-NAS has no num_key_value_heads and was planned 13x too large).
 UNREAD_LAYOUT_FIELDS = {
@@ -218,10 +196,11 @@ def remote_code_files(config: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _unread_layout(config: dict[str, Any], text: dict[str, Any], source: str) -> None:
+    rule = layer_rule(text)
     for field, what in UNREAD_LAYOUT_FIELDS.items():
-        if field == "block_configs" and text.get("model_type") in {NAS_MODEL_TYPE, PUZZLE_MODEL_TYPE}:
+        if field == "block_configs" and rule in {LayerRule.NAS_BLOCKS, LayerRule.PUZZLE_BLOCKS}:
             continue
-        if field.startswith("attn_layer_") and text.get("model_type") in PERIODIC_HYBRIDS:
+        if field.startswith("attn_layer_") and rule is LayerRule.PERIODIC:
             continue
         if text.get(field) is not None or config.get(field) is not None:
             raise PlanError(
@@ -238,14 +217,15 @@ def _layout_note(
     """A warning for a layout no tiny-model check proves: the plan is the dense upper bound where every layer
     is full attention, else the layers as read (attention = full layers, sliding layers, KV heads, head size)."""
     model_type = str(text.get("model_type") or "unknown")
-    if model_type in PROVED_LAYOUTS:
+    if (family := family_of(model_type)) and family.proof:
         return ()
     full, sliding, kv_heads, head_dim = attention
     unproved = (
         f"the layout of {model_type} ({architecture}) is not proved against vLLM's own KV cache computation "
         "(tests/vllm/check_kv_geometry.py): "
     )
-    if POOL_CHECKED_LAYOUTS.get(model_type) or POOL_CHECKED_LAYOUTS.get(f"{model_type}_text"):
+    family = family_of(model_type) or family_of(f"{model_type}_text")
+    if family and family.pool_check:
         unproved = (
             f"the layers of {model_type} ({architecture}) are not proved: vLLM's CPU build cannot build them, so "
             "their caches are read from vLLM's source, and only their KV pool's block size, pages and packing are "
@@ -264,9 +244,48 @@ def _layout_note(
     )
 
 
+def _attention_width(
+    text: dict[str, Any], family: Family | None, heads: int, hidden: int, mla: MlaShape | None
+) -> tuple[int, int]:
+    """KV heads and head size of the full-attention layers: one latent for MLA, Zamba2's shared block, else the
+    config's (OLMo-Hybrid's head size from hidden_size, as vLLM builds it)."""
+    if family and family.layers is LayerRule.SHARED_ATTENTION:
+        return shared_attention_shape(text, heads, hidden)
+    if mla:
+        return 1, mla.kv_lora_rank + mla.qk_rope_head_dim
+    kv_heads = _first(text, "n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num") or heads
+    if family and family.head_size_from_hidden:
+        return int(kv_heads), hidden // heads
+    return int(kv_heads), int(_first(text, "head_dim") or _first(text, "hidden_size_per_head") or hidden // heads)
+
+
+def _cache_layers(
+    text: dict[str, Any], rule: LayerRule, shape: tuple[int, int, int], source: str
+) -> tuple[int, list[str], Any]:
+    """KV heads, the kind of each layer that keeps a cache (full / sliding / state), and the sliding window, by the
+    family's layer rule. `shape`: layers, attention heads and KV heads as read."""
+    layers, heads, kv_heads = shape
+    window = text.get("sliding_window")
+    if rule is LayerRule.NAS_BLOCKS:
+        kv_heads, kinds = nas_attention(text, heads, source)
+    elif rule is LayerRule.PUZZLE_BLOCKS:
+        puzzle = puzzle_layout(text, source)
+        kinds, window = puzzle.kinds, puzzle.sliding_window
+    elif rule is LayerRule.COMPRESSED_MLA:
+        # Its window caches are planned with the compressed ones (sparkfleet.kv.packed), not as sliding layers.
+        kv_heads, kinds = 1, ["full"] * layers
+    else:
+        kinds = layer_kinds(text, layers, source)
+    # Gemma's last num_kv_shared_layers read the cache of an earlier layer of their kind and hold none.
+    shared = int(text.get("num_kv_shared_layers") or 0)
+    return kv_heads, kinds[: len(kinds) - shared] if shared else kinds, window
+
+
 def profile_from_config(model_id: str, config: dict[str, Any], weights: int, source: str) -> ModelProfile:
     text = with_class_defaults(text_config(config))
     _unread_layout(config, text, source)
+    family = family_of(text.get("model_type"))
+    rule = family.layers if family else LayerRule.FIELDS
     listed = _first(text, "hybrid_override_pattern", "layers_block_type")
     layers = _first(text, "num_hidden_layers", "n_layers", "num_layers") or (len(listed) if listed else None)
     heads = _first(text, "num_attention_heads", "n_head", "n_heads")
@@ -274,36 +293,12 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
     if not (layers and heads and hidden):
         raise PlanError("model", f"{source} lacks num_hidden_layers / num_attention_heads / hidden_size")
     mla = _mla(text)
-    kv_heads = (
-        1 if mla else _first(text, "n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num") or heads
-    )
-    head_dim = (
-        mla.kv_lora_rank + mla.qk_rope_head_dim
-        if mla
-        else hidden // heads
-        if text.get("model_type") in HEAD_SIZE_FROM_HIDDEN
-        else _first(text, "head_dim") or _first(text, "hidden_size_per_head") or hidden // heads
-    )
-    if text.get("model_type") in SHARED_ATTENTION_HYBRIDS:
-        kv_heads, head_dim = shared_attention_shape(text, int(heads), int(hidden))
-    nas = nas_attention(text, int(heads), source) if text.get("model_type") == NAS_MODEL_TYPE else None
-    compressed = _compressed_mla(text, int(layers), source) if text.get("model_type") == "deepseek_v4" else None
-    puzzle = puzzle_layout(text, source) if text.get("model_type") == PUZZLE_MODEL_TYPE else None
-    if nas is not None:
-        kv_heads, kinds = nas
-    elif puzzle is not None:
-        kinds = puzzle.kinds
-    elif compressed is not None:
-        # Its window caches are planned with the compressed ones (sparkfleet.kv.packed), not as sliding layers.
-        kv_heads, kinds = 1, ["full"] * int(layers)
-    else:
-        kinds = layer_kinds(text, int(layers), source)
-    # Gemma's last num_kv_shared_layers read the cache of an earlier layer of their kind and hold none.
-    shared = int(text.get("num_kv_shared_layers") or 0)
-    owned = kinds[: len(kinds) - shared] if shared else kinds
-    full, sliding, state = (owned.count(k) for k in ("full", "sliding", "state"))
+    kv_heads, head_dim = _attention_width(text, family, int(heads), int(hidden), mla)
+    compressed = _compressed_mla(text, int(layers), source) if rule is LayerRule.COMPRESSED_MLA else None
+    kv_heads, kinds, window = _cache_layers(text, rule, (int(layers), int(heads), kv_heads), source)
+    full, sliding, state = (kinds.count(k) for k in ("full", "sliding", "state"))
     state += parallel_state_layers(text, int(layers))
-    window = (puzzle.sliding_window if puzzle else text.get("sliding_window")) if sliding else None
+    window = window if sliding else None
     if sliding and not window:
         raise PlanError("model", f"{source}: {sliding} sliding-attention layers but no sliding_window")
     cfg = f"{source} (config.json)"
@@ -312,23 +307,15 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
     state_layers = state_layers_of(text, state, int(hidden), source)
     indexer = indexer_bytes_per_token(text) if full else 0
     full_shape = _full_attention_shape(text, int(kv_heads), int(head_dim)) if full else None
-    sources = {
-        key: cfg
-        for key, present in (
-            ("num_layers", True),
-            ("kv_heads", True),
-            ("head_dim", True),
-            ("native_max_context", True),
-            ("config_max_length", limit.allowed > limit.derived),
-            ("hidden_size", True),
-            ("sliding_window", bool(window)),
-            ("mla", bool(mla)),
-            ("compressed_mla", bool(compressed)),
-            ("state_layers", bool(state_layers)),
-            ("full_attention_shape", bool(full_shape)),
-        )
-        if present
+    read = {
+        "config_max_length": limit.allowed > limit.derived,
+        "sliding_window": bool(window),
+        "mla": bool(mla),
+        "compressed_mla": bool(compressed),
+        "state_layers": bool(state_layers),
+        "full_attention_shape": bool(full_shape),
     }
+    sources = {key: cfg for key in SOURCED_FIELDS if read.get(key, True)}
     return ModelProfile(
         id=model_id,
         description=f"planned from {source}",

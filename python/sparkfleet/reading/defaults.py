@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-GLM5_NEXT_TYPES = {"glm5_next", "glm5_next_text"}
+from .families import ClassDefaults, family_of
+
 # Glm5NextTextConfig's linear_attn_config keys and the flat fields they set.
 GLM5_NEXT_NESTED = {
     "num_heads": "linear_num_heads",
@@ -67,7 +68,6 @@ def _glm5_next_nested(text: dict[str, Any]) -> dict[str, Any]:
 # NemotronHConfig's defaults for the fields that shape the KV cache and the Mamba-2 state (the Puzzle config class
 # derives from it). vLLM's nemotron_h.py reads head_dim where the config has one, so the class's 128 wins over
 # hidden_size / heads.
-NEMOTRON_H_TYPES = {"nemotron_h", "nemotron_h_puzzle"}
 NEMOTRON_H_DEFAULTS = {
     "num_key_value_heads": 8,
     "head_dim": 128,
@@ -87,23 +87,24 @@ def _positive(text: dict[str, Any], *keys: str) -> bool:
 
 def with_class_defaults(text: dict[str, Any]) -> dict[str, Any]:
     """The text config as its class sees it: the file's fields over the class's defaults (and, for GLM-5-Next, its
-    linear_attn_config over both). Any other family is returned as it is."""
-    model_type = text.get("model_type")
-    if model_type in NEMOTRON_H_TYPES:
+    linear_attn_config over both). A family with no class defaults of note is returned as it is."""
+    family = family_of(text.get("model_type"))
+    defaults = family.defaults if family else None
+    if defaults is ClassDefaults.NEMOTRON_H:
         # Only fields the file leaves out: an explicit null is what the class holds too. Older names win over the
         # new ones, as NemotronHConfig.__post_init__ renames them.
         merged = {**NEMOTRON_H_DEFAULTS, **text}
         return merged | {new: text[old] for old, new in NEMOTRON_H_OLD_NAMES.items() if old in text}
     # Only where the fields the defaults derive from are positive integers: profile_from_config refuses anything
     # else, naming the field.
-    if model_type == "olmo_hybrid" and _positive(text, "num_hidden_layers", "num_attention_heads", "hidden_size"):
-        defaults = _olmo_hybrid(text)
-    elif model_type in GLM5_NEXT_TYPES and _positive(text, "num_hidden_layers"):
-        defaults = _glm5_next(text)
+    if defaults is ClassDefaults.OLMO_HYBRID and _positive(text, "num_hidden_layers", "num_attention_heads", "hidden_size"):
+        derived = _olmo_hybrid(text)
+    elif defaults is ClassDefaults.GLM5_NEXT and _positive(text, "num_hidden_layers"):
+        derived = _glm5_next(text)
     else:
         return text
     given = {key: value for key, value in text.items() if value is not None}
-    merged = {**defaults, **given}
-    if model_type in GLM5_NEXT_TYPES:
+    merged = {**derived, **given}
+    if defaults is ClassDefaults.GLM5_NEXT:
         merged |= _glm5_next_nested(text)
     return merged

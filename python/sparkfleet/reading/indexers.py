@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import PlanError
-from ..kv.cache import cdiv
-from ..models import RingCache, RingKind
-from .defaults import GLM5_NEXT_TYPES
+from ..models import RingCache, RingKind, cdiv
+from .families import family_of
 
 
 def indexer_bytes_per_token(text: dict[str, Any]) -> int:
@@ -40,7 +39,8 @@ def ring_cache(text: dict[str, Any], full: int, multimodal: bool) -> RingCache |
     DeepSeek-V3.2's indexer keeps none."""
     if not full:
         return None
-    if text.get("model_type") in GLM5_NEXT_TYPES and text.get("index_topk"):
+    family = family_of(text.get("model_type"))
+    if family and family.pooled_ring is RingKind.KPOOL and text.get("index_topk"):
         width = int(text.get("index_head_dim") or 128)
         kind, group, entry = RingKind.KPOOL, text.get("index_kpool"), width + width // 128 * 4
     elif text.get("indexer_n_heads") and text.get("indexer_head_dim"):

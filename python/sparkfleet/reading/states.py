@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from ..errors import PlanError
 from ..models import StateLayerKind, StateLayers
+from .families import LayerRule, StateReader, family_of, layer_rule
 
 ATTENTION_LAYER_TYPES = {
     "full_attention": "full",
@@ -32,11 +33,6 @@ STATE_LAYER_TYPES = {"linear_attention", "mamba", "conv"}
 CACHELESS_LAYER_TYPES = {"mlp", "moe"}
 HYBRID_CACHELESS = {"-", "E"}  # hybrid_override_pattern's MLP and MoE layers
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-# Families whose every decoder layer runs attention and Mamba-2 side by side (models/falcon_h1.py).
-PARALLEL_HYBRIDS = {"falcon_h1"}
-# Families whose attention layers run a block shared between layers, each layer with its own KV cache, and
-# every layer a Mamba-2 (models/zamba2.py).
-SHARED_ATTENTION_HYBRIDS = {"zamba2"}
 # Bailing's linear hybrids: MLA on every layer_group_size-th layer, a linear-attention state between
 # (models/bailing_moe_linear.py is_linear_layer; bailing_moe_v3.py _is_kda_layer, which also makes the layers after the
 # last whole group MLA), and the state kind each keeps.
@@ -49,8 +45,6 @@ BAILING_HYBRIDS = {
 # Architectures whose linear_attention layers are KDA over Gated-DeltaNet's flat fields (linear_num_key_heads x
 # linear_key_head_dim, equal to the value heads): vLLM 0.33's alice_ai.py _make_kimi_kda_config.
 FLAT_KDA_ARCHITECTURES = {"AliceAIForCausalLM"}
-# Families that read Jamba's period fields (models/jamba.py: attention where i % period == offset).
-PERIODIC_HYBRIDS = {"jamba"}
 
 
 def model_dtype(text: dict[str, Any]) -> str:
@@ -122,7 +116,7 @@ def layer_kinds(text: dict[str, Any], layers: int, source: str) -> list[str]:
                 f"not {sorted(map(repr, kda))}",
             )
         return ["state" if i + 1 in kda else "full" for i in range(layers)]
-    if text.get("model_type") in PERIODIC_HYBRIDS:
+    if layer_rule(text) is LayerRule.PERIODIC:
         period, offset = int(text.get("attn_layer_period") or 0), int(text.get("attn_layer_offset") or 0)
         if period < 1 or not 0 <= offset < period:
             raise PlanError(
@@ -143,10 +137,11 @@ def layer_kinds(text: dict[str, Any], layers: int, source: str) -> list[str]:
 def parallel_state_layers(text: dict[str, Any], layers: int) -> int:
     """Mamba layers that sit beside an attention layer in the same decoder layer: every one of Falcon-H1's,
     and Zamba2's 'hybrid' layers."""
-    if text.get("model_type") in PARALLEL_HYBRIDS:
+    rule = layer_rule(text)
+    if rule is LayerRule.PARALLEL:
         return layers
     types = text.get("layers_block_type")
-    if text.get("model_type") in SHARED_ATTENTION_HYBRIDS and isinstance(types, list):
+    if rule is LayerRule.SHARED_ATTENTION and isinstance(types, list):
         return sum(1 for t in types if t == "hybrid")
     return 0
 
@@ -162,8 +157,10 @@ def state_layers(text: dict[str, Any], count: int, hidden: int, source: str) -> 
     """The per-sequence state of `count` state layers (vllm-semantics §2.5; mamba_utils.MambaStateShapeCalculator)."""
     if not count:
         return None
-    readers = (_gated_deltanet, _bailing_state, _kda, _nemotron_mamba2, _granite_mamba2, _zamba_mamba2, _jamba_mamba1)
-    for reader in (*readers, _short_conv):
+    family = family_of(text.get("model_type"))
+    # A family's own reader alone; a model_type with no entry is read by whichever reader finds its fields.
+    readers = (READERS[family.state],) if family and family.state else READ_ORDER
+    for reader in readers:
         try:
             found = reader(text, count, hidden)
         except KeyError as exc:
@@ -345,7 +342,7 @@ def _zamba_mamba2(text: dict[str, Any], count: int, hidden: int) -> StateLayers 
 
 def _jamba_mamba1(text: dict[str, Any], count: int, hidden: int) -> StateLayers | None:
     """Jamba's Mamba-1 (models/jamba.py): a convolution over the inner size and a state of inner x d_state."""
-    if text.get("model_type") not in PERIODIC_HYBRIDS:
+    if layer_rule(text) is not LayerRule.PERIODIC:
         return None
     inner = int(text.get("mamba_expand", 2)) * hidden
     return StateLayers(
@@ -369,3 +366,25 @@ def _short_conv(text: dict[str, Any], count: int, hidden: int) -> StateLayers | 
         conv_kernel=int(text["conv_L_cache"]),
         state_shape=(),
     )
+
+
+READERS = {
+    StateReader.GATED_DELTANET: _gated_deltanet,
+    StateReader.KDA: _kda,
+    StateReader.NEMOTRON_MAMBA2: _nemotron_mamba2,
+    StateReader.GRANITE_MAMBA2: _granite_mamba2,
+    StateReader.ZAMBA_MAMBA2: _zamba_mamba2,
+    StateReader.JAMBA_MAMBA1: _jamba_mamba1,
+    StateReader.SHORT_CONV: _short_conv,
+}
+# The order a config of no known family is tried in: the first reader whose fields it has.
+READ_ORDER = (
+    _gated_deltanet,
+    _bailing_state,
+    _kda,
+    _nemotron_mamba2,
+    _granite_mamba2,
+    _zamba_mamba2,
+    _jamba_mamba1,
+    _short_conv,
+)
