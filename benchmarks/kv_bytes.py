@@ -22,7 +22,7 @@ from sparkfleet.catalog import load_catalog
 from sparkfleet.kv.cache import geometry
 from sparkfleet.kv.indexed import indexed_geometry
 from sparkfleet.kv.packed import packed_geometry
-from sparkfleet.models import CompressedMlaShape, ModelProfile, RingKind
+from sparkfleet.models import CompressedMlaShape, IndexedPool, ModelProfile, PackedMlaPool, RingKind
 from sparkfleet.reading.config import profile_from_config
 
 CONFIGS = Path(__file__).parents[1] / "tests" / "fixtures" / "configs"
@@ -57,10 +57,11 @@ def layout_family(profile: ModelProfile) -> str:
     """The tiny-model family in tests/vllm/check_kv_geometry.py that has this profile's KV layout."""
     if profile.architecture == "DeciLMForCausalLM":
         return "nemotron_nas"
-    if profile.compressed_mla:
+    layout = profile.kv_layout
+    if isinstance(layout, PackedMlaPool):
         return "deepseek_v4"
-    if profile.ring:
-        return "glm5_next" if profile.ring.kind is RingKind.KPOOL else "qwen4_exp"
+    if isinstance(layout, IndexedPool):
+        return "glm5_next" if layout.ring.kind is RingKind.KPOOL else "qwen4_exp"
     if profile.mla:
         return "deepseek_v3"
     if profile.state_layers:
@@ -104,8 +105,8 @@ def packed_row(profile: ModelProfile, shape: CompressedMlaShape, origin: str, ve
 
 
 def row(profile: ModelProfile, origin: str, verdicts: dict[str, str]) -> str:
-    if profile.compressed_mla:
-        return packed_row(profile, profile.compressed_mla, origin, verdicts)
+    if isinstance(profile.kv_layout, PackedMlaPool):
+        return packed_row(profile, profile.kv_layout.shape, origin, verdicts)
     bf16 = geometry(profile, kv_cache_dtype="auto")
     fp8 = geometry(profile, kv_cache_dtype="fp8")
     kinds = " ".join(f"{kind.value}:{count}" for kind, count in bf16.layers_by_kind.items())
@@ -119,7 +120,7 @@ def row(profile: ModelProfile, origin: str, verdicts: dict[str, str]) -> str:
     if published is not None:
         error = 100 * (bf16.bytes_per_token - published) / published
         check = (check + "; " if check else "") + f"published {published:,} ({error:+.1f}%)"
-    if profile.ring:
+    if isinstance(profile.kv_layout, IndexedPool):
         # The pool vLLM packs (sparkfleet.kv.indexed), checked against vLLM's own packing by tests/vllm/kv_indexed.py.
         packed = indexed_geometry(profile, kv_cache_dtype="auto")
         blocks = str(packed.block_size)

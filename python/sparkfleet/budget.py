@@ -15,6 +15,7 @@ from .models import (
     HostFacts,
     Intent,
     ModelProfile,
+    PackedMlaPool,
     Platform,
     ServeProfile,
     SpeculativeMethod,
@@ -48,7 +49,7 @@ def _suggestions(profile: ModelProfile, intent: Intent, r: Resolved, geo: KvPool
     if context < r.max_model_len and geo.bytes_for_requests(intent.concurrency, context, r.in_flight()) <= room:
         tips.append(f"max_context {context}")
     # DeepSeek-V4 keeps fp8_ds_mla whatever is asked: fp8 would change nothing.
-    fp8_helps = profile.kv_fp8_supported and profile.compressed_mla is None
+    fp8_helps = profile.kv_fp8_supported and not isinstance(profile.kv_layout, PackedMlaPool)
     if r.kv_cache_dtype != "fp8" and fp8_helps and intent.speculative is not SpeculativeMethod.DFLASH:
         tips.append("kv_cache_dtype fp8")
     tips.append(f"nodes {max(2, intent.nodes * 2)} (tensor parallel)")

@@ -20,9 +20,11 @@ from .kv.packed import packed_geometry
 from .models import (
     ClusterBackend,
     HostFacts,
+    IndexedPool,
     Intent,
     KvDtype,
     ModelProfile,
+    PackedMlaPool,
     Platform,
     RingKind,
     ServeProfile,
@@ -386,9 +388,10 @@ def _past_native(profile: ModelProfile, intent: Intent, context: int) -> tuple[b
 
 def kv_geometry(profile: ModelProfile, intent: Intent, r: Resolved, platform: Platform, amx: bool = False) -> KvPool:
     """The KV pool vLLM builds; `amx`: an x86 host with AMX tiles (vLLM's CPU platform then runs its AMX MLA kernel)."""
-    if profile.ring is not None:
+    layout = profile.kv_layout
+    if isinstance(layout, IndexedPool):
         _check_packed_intent(intent, profile.id)
-        if profile.ring.kind is RingKind.QSA and intent.speculative is SpeculativeMethod.SUFFIX:
+        if layout.ring.kind is RingKind.QSA and intent.speculative is SpeculativeMethod.SUFFIX:
             raise PlanError(
                 "intent.speculative",
                 f"suffix: vLLM runs {profile.id} (Qwen4-Exp) only with its own MTP layer or n-gram drafts and refuses "
@@ -404,11 +407,11 @@ def kv_geometry(profile: ModelProfile, intent: Intent, r: Resolved, platform: Pl
             prefix_caching=r.prefix_caching,
             checkpoints=state_checkpoints(profile, platform, r.version),
         )
-    if profile.compressed_mla is not None:
+    if isinstance(layout, PackedMlaPool):
         _check_packed_intent(intent, "DeepSeek-V4")
         # bf16 resolves to "auto" for other models (the model dtype); DeepSeek-V4 would keep fp8_ds_mla instead.
         asked = "bfloat16" if intent.kv_cache_dtype is KvDtype.BF16 else r.kv_cache_dtype
-        return packed_geometry(profile.compressed_mla, kv_cache_dtype=asked, draft_layers=r.draft_layers)
+        return packed_geometry(layout.shape, kv_cache_dtype=asked, draft_layers=r.draft_layers)
     return geometry(
         profile,
         kv_cache_dtype=r.kv_cache_dtype,

@@ -24,6 +24,7 @@ from .models import (
     MemoryBreakdown,
     ModelProfile,
     NodePlacement,
+    PackedMlaPool,
     Platform,
     Reason,
     ServePlan,
@@ -91,7 +92,7 @@ def _budget_chunk(r: Resolved, budget: Budget, intent: Intent, profile: ModelPro
         return r, []
     why = "its activation peak is smaller"
     source = vllm("§1.3, §4.3")
-    windows = profile.sliding_attention_layers > 0 or profile.compressed_mla is not None
+    windows = profile.sliding_attention_layers > 0 or isinstance(profile.kv_layout, PackedMlaPool)
     if windows and r.version.at_least("0.26.0"):
         why += f", and vLLM reserves each sliding window for the {r.concurrent_batches} chunk(s) in flight beside it"
         source += f"; {vllm('§2.4')}; config/vllm.py max_in_flight_tokens in 0.26 and newer"

@@ -12,7 +12,7 @@ import pytest
 from sparkfleet.errors import PlanError
 from sparkfleet.kv.cache import GroupKind, StateCheckpoints, state_checkpoints
 from sparkfleet.kv.indexed import PackedKvGeometry, indexed_geometry, ring_tokens
-from sparkfleet.models import ModelProfile, Platform, cdiv
+from sparkfleet.models import IndexedPool, ModelProfile, Platform, cdiv
 from sparkfleet.reading.config import profile_from_config
 from sparkfleet.versions import VllmVersion
 
@@ -84,8 +84,9 @@ def test_tensor_parallel_shards_the_linear_state_but_not_the_n_gram_state() -> N
 @pytest.mark.parametrize(("speculative", "glm_ring", "qwen_ring"), [(0, 4, 4), (1, 8, 8), (4, 8, 8), (5, 16, 12)])
 def test_the_rings_hold_the_open_group_and_every_draft(speculative: int, glm_ring: int, qwen_ring: int) -> None:
     # GLM-5-Next rounds its pools up to a power of two (Glm5NextTailCache); Qwen4-Exp to whole groups (QSAKeyStateCache).
-    glm, qwen = profile(GLM_5_3_FLASH).ring, profile(QWEN_3_8_FLASH_NEXT).ring
-    assert glm is not None and qwen is not None
+    glm, qwen = profile(GLM_5_3_FLASH).kv_layout, profile(QWEN_3_8_FLASH_NEXT).kv_layout
+    assert isinstance(glm, IndexedPool) and isinstance(qwen, IndexedPool)
+    glm, qwen = glm.ring, qwen.ring
     assert (ring_tokens(glm, speculative), ring_tokens(qwen, speculative)) == (glm_ring, qwen_ring)
 
 

@@ -20,7 +20,7 @@ from sparkfleet.choices import concurrent_batches
 from sparkfleet.errors import InfeasibleError, PlanError
 from sparkfleet.kv.cache import GroupKind
 from sparkfleet.kv.packed import PackedGroup, packed_geometry
-from sparkfleet.models import CompressedMlaShape, Intent, NodePlacement, Platform
+from sparkfleet.models import CompressedMlaShape, Intent, NodePlacement, PackedMlaPool, Platform
 from sparkfleet.planner import plan
 from sparkfleet.reading.config import profile_from_config
 from sparkfleet.versions import VllmVersion
@@ -33,9 +33,9 @@ POOL = 4 * GIB
 
 
 def shape(config: dict[str, Any]) -> CompressedMlaShape:
-    compressed = profile_from_config("deepseek-ai/DeepSeek-V4-Flash", config, 150 * GIB, "fixture").compressed_mla
-    assert compressed is not None
-    return compressed
+    layout = profile_from_config("deepseek-ai/DeepSeek-V4-Flash", config, 150 * GIB, "fixture").kv_layout
+    assert isinstance(layout, PackedMlaPool)
+    return layout.shape
 
 
 def test_flash_packs_as_vllm_does() -> None:

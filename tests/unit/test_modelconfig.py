@@ -10,7 +10,7 @@ import pytest
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import PlanError
 from sparkfleet.kv.cache import GroupKind, StateCheckpoints, geometry, state_checkpoints
-from sparkfleet.models import ModelProfile, Platform, RingCache, RingKind, StateLayerKind
+from sparkfleet.models import IndexedPool, ModelProfile, Platform, RingCache, RingKind, StateLayerKind, UnifiedPool
 from sparkfleet.reading.config import profile_from_config
 from sparkfleet.versions import VllmVersion
 
@@ -330,7 +330,8 @@ def test_qwen4_exp_indexed_layers_hold_their_kv_and_compressed_keys_beside_gated
     assert bf16_bytes_per_token(profile) == 12 * (2 * 2 * 256 * 2 + 64) == 25_344
     assert len(profile.quirks) == 1 and "qwen4_exp_text" in profile.quirks[0] and "kv_indexed.py" in profile.quirks[0]
     # Each QSA layer keeps its raw 128-wide key until a group of 4 is compressed.
-    assert profile.ring == RingCache(kind=RingKind.QSA, layers=12, head_size=128, group_tokens=4, indexer_entry_bytes=256)
+    ring = RingCache(kind=RingKind.QSA, layers=12, head_size=128, group_tokens=4, indexer_entry_bytes=256)
+    assert profile.kv_layout == IndexedPool(ring=ring)
     # The n-gram layer: a convolution over 4 copies of the hidden state, kernel 4 dilated by the n-gram size 3, so a
     # window of 9 past positions (10 taps), whole on every rank.
     ple = profile.replicated_state_layers
@@ -365,7 +366,8 @@ def test_qwen4_exp_multimodal_ring_keeps_the_m_rope_positions_after_the_key() ->
             "rope_parameters": {"mrope_section": [11, 11, 10], "rope_theta": 1e7},
         },
     }
-    ring = profile_from_config("org/vl", config, GIB, "vl").ring
+    layout = profile_from_config("org/vl", config, GIB, "vl").kv_layout
+    ring = layout.ring if isinstance(layout, IndexedPool) else None
     # QSAKeyStateCache with cache_rope_positions: the key rounded up to 4 bf16, then 3 int64 positions (4 bf16 each).
     assert ring is not None and ring.head_size == 128 + 12 and ring.indexer_entry_bytes == 126 * 2
 
@@ -400,7 +402,8 @@ def test_glm5_next_nope_latent_pooled_indexer_and_kda_state() -> None:
     assert geometry(profile, kv_cache_dtype="auto").state_bytes_per_layer == 3 * 64 * 128 * 3 * 2 + 64 * 128 * 128 * 4
     assert len(profile.quirks) == 1 and "glm5_next" in profile.quirks[0]
     # The tail ring: a raw 128-wide key and its gate score for the open pool of 4 tokens.
-    assert profile.ring == RingCache(kind=RingKind.KPOOL, layers=11, head_size=128, group_tokens=4, indexer_entry_bytes=132)
+    ring = RingCache(kind=RingKind.KPOOL, layers=11, head_size=128, group_tokens=4, indexer_entry_bytes=132)
+    assert profile.kv_layout == IndexedPool(ring=ring)
 
 
 def test_glm5_next_fields_a_config_leaves_out_are_its_config_class_defaults() -> None:
@@ -434,7 +437,7 @@ def test_deepseek_v3_2_indexer_keys_join_its_latent() -> None:
     assert bf16_bytes_per_token(profile) == 61 * (576 * 2 + 132)
     # A sparse MLA is never given a dense attention backend: vLLM refuses one whose sparsity differs.
     assert not profile.force_attention_backend
-    assert profile.ring is None
+    assert profile.kv_layout == UnifiedPool()
 
 
 def test_kimi_linear_kda_layers_from_linear_attn_config_beside_mla() -> None:

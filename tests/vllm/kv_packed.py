@@ -18,6 +18,7 @@ from typing import Any
 from sparkfleet.errors import PlanError
 from sparkfleet.kv.packed import packed_geometry
 from sparkfleet.localmodel import profile_from_dir
+from sparkfleet.models import PackedMlaPool
 
 # A pool that holds whole requests: vLLM refuses a pool smaller than one request, and a DeepSeek-V4 request
 # charges its window groups for every token in flight (no allocation happens: this is arithmetic).
@@ -159,7 +160,8 @@ def vllm_packed_layout(model_dir: Path, max_model_len: int) -> tuple[tuple[Any, 
 
 
 def planner_packed_layout(model_dir: Path, max_model_len: int, in_flight: int) -> tuple[Any, ...]:
-    shape = profile_from_dir(model_dir).compressed_mla
+    layout = profile_from_dir(model_dir).kv_layout
+    shape = layout.shape if isinstance(layout, PackedMlaPool) else None
     if shape is None:
         raise AssertionError(f"{model_dir}: the planner did not read a compressed MLA layout")
     geo = packed_geometry(shape, kv_cache_dtype="auto")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from ..models import ModelProfile, Platform, RingKind, StateLayerKind, StateLayers, cdiv
+from ..models import IndexedPool, ModelProfile, Platform, RingKind, StateLayerKind, StateLayers, cdiv
 from ..reading.families import family_of_checkpoint
 from ..versions import VllmVersion, kv_tokens_from_concurrency
 
@@ -221,7 +221,7 @@ def state_checkpoints(profile: ModelProfile, platform: Platform, version: VllmVe
     qwen = family is not None and family.qwen_gated_deltanet and version.at_least("0.33.0")
     if gb10 and qwen and state.kind is StateLayerKind.GATED_DELTANET and state.state_shape[2:] == (128,):
         return StateCheckpoints(blocks=1, alignment=FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)
-    glm = profile.ring is not None and profile.ring.kind is RingKind.KPOOL
+    glm = isinstance(profile.kv_layout, IndexedPool) and profile.kv_layout.ring.kind is RingKind.KPOOL
     if (
         gb10
         and glm

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from ..errors import PlanError
-from ..models import ModelProfile, RingCache, RingKind, cdiv
+from ..models import IndexedPool, ModelProfile, RingCache, RingKind, cdiv
 from .cache import (
     MLA_HYBRID_ALIGNMENT,
     NO_CHECKPOINTS,
@@ -84,9 +84,9 @@ def indexed_geometry(
 ) -> PackedKvGeometry:
     """One rank's packed pool (pipeline stages are refused by the planner, as for DeepSeek-V4); `checkpoints` as
     kv.cache.state_checkpoints gives them for the platform and vLLM release."""
-    ring = profile.ring
-    if ring is None:
+    if not isinstance(profile.kv_layout, IndexedPool):
         raise ValueError(f"{profile.id} keeps no raw-key ring: plan it with sparkfleet.kv.cache.geometry")
+    ring = profile.kv_layout.ring
     # The attention head alone: the indexer's keys are a cache of their own.
     head = attention_bytes_per_token(profile, kv_dtype_bytes(kv_cache_dtype), tensor_parallel, GroupKind.FULL)
     head -= profile.indexer_bytes_per_token

@@ -123,6 +123,33 @@ class RingCache(Strict):
     indexer_entry_bytes: Annotated[int, Field(gt=0)]
 
 
+class UnifiedPool(Strict):
+    """vLLM's unified pool: one page size for every group of layers (attention, sliding windows, MLA latents,
+    linear-attention and Mamba states), read by sparkfleet.kv.cache."""
+
+    kind: Literal["unified"] = "unified"
+
+
+class PackedMlaPool(Strict):
+    """DeepSeek-V4's compressed sparse MLA: pages of several sizes packed into one pool, with its window and
+    compressor-state caches (sparkfleet.kv.packed)."""
+
+    kind: Literal["packed_mla"] = "packed_mla"
+    shape: CompressedMlaShape
+
+
+class IndexedPool(Strict):
+    """GLM-5-Next's and Qwen4-Exp's indexed layers: their backends lay the pool out block-outermost, so vLLM packs
+    pages of several sizes into one pool, beside the raw-key rings (sparkfleet.kv.indexed)."""
+
+    kind: Literal["indexed"] = "indexed"
+    ring: RingCache
+
+
+# Which pool vLLM builds for a model, and what only that pool needs.
+KvLayout = Annotated[UnifiedPool | PackedMlaPool | IndexedPool, Field(discriminator="kind")]
+
+
 class SpeculativeSupport(Strict):
     mtp: bool = False
     mtp_layers: int = 0
@@ -203,7 +230,7 @@ class ModelProfile(Strict):
     # Full-attention layers with a shape of their own (Gemma-4's global layers); else kv_heads x head_dim.
     full_attention_shape: AttentionShape | None = None
     mla: MlaShape | None = None
-    compressed_mla: CompressedMlaShape | None = None
+    kv_layout: KvLayout = UnifiedPool()
     state_layers: StateLayers | None = None
     # A sparse-attention indexer's own key cache, per full-attention layer and token (GLM-5-Next's and
     # DeepSeek-V3.2's, Qwen4-Exp's compressed keys): replicated across tensor-parallel ranks.
@@ -211,9 +238,6 @@ class ModelProfile(Strict):
     # State layers every tensor-parallel rank holds whole, beside state_layers (Qwen4-Exp's n-gram short convolution,
     # tp_replicated); vLLM pads their page to the attention page as it does state_layers'.
     replicated_state_layers: StateLayers | None = None
-    # The raw-key rings of GLM-5-Next's and Qwen4-Exp's indexed layers. Their backends lay the pool out block-outermost,
-    # so vLLM packs pages of several sizes into one pool (sparkfleet.kv.indexed).
-    ring: RingCache | None = None
     # What vLLM serves by default (sparkfleet.reading.context: its own derivation from config.json).
     native_max_context: Annotated[int, Field(gt=0)]
     # A longer max_model_len vLLM accepts with no env (the config's own model_max_length), when there is one.
@@ -270,7 +294,7 @@ class ModelProfile(Strict):
         needed = {"weights_gib", "num_layers", "kv_heads", "head_dim", "native_max_context", "hidden_size"}
         if self.mla:
             needed.add("mla")
-        if self.compressed_mla:
+        if isinstance(self.kv_layout, PackedMlaPool):
             needed.add("compressed_mla")
         if self.full_attention_shape:
             needed.add("full_attention_shape")

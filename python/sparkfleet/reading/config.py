@@ -18,10 +18,15 @@ from ..models import (
     AttentionShape,
     CheckpointFormat,
     CompressedMlaShape,
+    IndexedPool,
+    KvLayout,
     MlaShape,
     ModelProfile,
+    PackedMlaPool,
+    RingCache,
     SpeculativeSupport,
     StateLayers,
+    UnifiedPool,
 )
 from .blocks import nas_attention, puzzle_layout
 from .context import context_limit
@@ -281,6 +286,13 @@ def _cache_layers(
     return kv_heads, kinds[: len(kinds) - shared] if shared else kinds, window
 
 
+def _pool(compressed: CompressedMlaShape | None, ring: RingCache | None) -> KvLayout:
+    """The pool vLLM builds: indexed where the layers keep raw-key rings, packed for DeepSeek-V4, else unified."""
+    if ring is not None:
+        return IndexedPool(ring=ring)
+    return PackedMlaPool(shape=compressed) if compressed is not None else UnifiedPool()
+
+
 def profile_from_config(model_id: str, config: dict[str, Any], weights: int, source: str) -> ModelProfile:
     text = with_class_defaults(text_config(config))
     _unread_layout(config, text, source)
@@ -331,11 +343,10 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         head_dim=int(head_dim),
         full_attention_shape=full_shape,
         mla=mla,
-        compressed_mla=compressed,
+        kv_layout=_pool(compressed, ring_cache(text, full, isinstance(config.get("vision_config"), dict))),
         state_layers=state_layers,
         indexer_bytes_per_token=indexer,
         replicated_state_layers=replicated_state_layers(text, int(hidden), int(layers)),
-        ring=ring_cache(text, full, isinstance(config.get("vision_config"), dict)),
         native_max_context=limit.derived,
         config_max_length=limit.allowed if limit.allowed > limit.derived else None,
         checkpoint_format=checkpoint_format(config),
