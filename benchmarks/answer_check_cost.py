@@ -1,7 +1,7 @@
 """What the known-answer check costs over the old warm-up: latency of each request against a running vLLM.
 
 The old readiness request was one chat message "ping" with max_tokens 3; the check asks the plan's
-question (sparkfleet.answers, built for the model directory as the planner builds it) with log-probs
+question (sparkfleet.planning.answers, built for the model directory as the planner builds it) with log-probs
 and room for the answer, and the probe judges every reply. Both requests go to the same server in
 turns so that both see the same load. On the CPU sandbox these are CPU numbers for a tiny model,
 never DGX Spark figures.
@@ -21,8 +21,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from sparkfleet.answers import answer_check
 from sparkfleet.localmodel import profile_from_dir
+from sparkfleet.planning.answers import answer_check
 
 ROOT = Path(__file__).resolve().parent.parent
 

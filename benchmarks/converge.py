@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from sparkfleet.hostplan import socket_endpoint
+from sparkfleet.planning.hostplan import socket_endpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "sparkfleet-bench"

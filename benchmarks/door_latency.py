@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sparkfleet.hostplan import socket_path
+from sparkfleet.planning.hostplan import socket_path
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -32,7 +32,7 @@ import psutil
 
 from sparkfleet.localmodel import profile_from_dir
 from sparkfleet.models import GIB, HostFacts, Intent, LoadStrategy
-from sparkfleet.planner import plan
+from sparkfleet.planning.planner import plan
 
 ROOT = Path(__file__).resolve().parent.parent
 SANDBOX_MODEL = ROOT / ".cache" / "sandbox-model" / "tiny-llama"

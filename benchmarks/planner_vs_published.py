@@ -14,7 +14,7 @@ from published_figures import CASES
 
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import PlanError
-from sparkfleet.planner import plan
+from sparkfleet.planning.planner import plan
 
 
 def main() -> None:

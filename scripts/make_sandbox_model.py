@@ -2,7 +2,7 @@
 
 No model hub is reachable from CI, so the model a sandbox serves is made here: a byte-level BPE
 tokenizer with a chat template, and a two-layer Llama trained through that template until it answers
-every question of sparkfleet.answers.KNOWN_ANSWERS at temperature 0 (well under a minute on a CPU).
+every question of sparkfleet.planning.answers.KNOWN_ANSWERS at temperature 0 (well under a minute on a CPU).
 A server that garbles its kernels or its template then answers wrong, as a broken Spark would, and
 readiness can tell the two apart for real. What a prompt without the template's role markers gets is
 trained too: the text goes on with another question, as a base model's would, so a template that does
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sparkfleet.answers import KNOWN_ANSWERS
+from sparkfleet.planning.answers import KNOWN_ANSWERS
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}"

@@ -7,6 +7,9 @@ change and compare the two directories:
     uv run python scripts/plan_dump.py .cache/plans-after       # on the change
     uv run python scripts/plan_dump.py --compare .cache/plans-before .cache/plans-after
 
+A change that moves a module a reason cites declares it (`--renamed OLD=NEW`): the plans may then differ by that
+name alone, and the comparison says in how many.
+
 Each case is what `sparkfleet plan --json` prints for it (a refusal is dumped as its message, so refusals must stay
 the same too): every catalog model on a Spark (vLLM 0.33.0 and 0.32.0) and on the cpu platform, under each profile,
 with and without fp8 KV, and trusting the repository's code; every config of tests/fixtures/configs, staged in a
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import filecmp
 import json
+import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -74,14 +78,26 @@ def dump(out: Path) -> int:
     return 0
 
 
-def compare(before: Path, after: Path) -> int:
+def same_but_renamed(before: Path, after: Path, renamed: dict[str, str]) -> bool:
+    """Whether two plans differ only by the declared renames (a module a reason's source names, moved)."""
+    text = before.read_text()
+    for old, new in renamed.items():
+        text = re.sub(rf"{re.escape(old)}\b", new, text)
+    return text == after.read_text()
+
+
+def compare(before: Path, after: Path, renamed: dict[str, str]) -> int:
     differing: list[str] = []
+    only_renamed: list[str] = []
 
     def walk(cmp: filecmp.dircmp[str], prefix: str) -> None:
         differing.extend(f"{prefix}{n} (only before)" for n in cmp.left_only)
         differing.extend(f"{prefix}{n} (only after)" for n in cmp.right_only)
         _, mismatch, errors = filecmp.cmpfiles(cmp.left, cmp.right, cmp.common_files, shallow=False)
-        differing.extend(f"{prefix}{n}" for n in mismatch + errors)
+        for n in mismatch + errors:
+            left, right = Path(cmp.left) / n, Path(cmp.right) / n
+            ok = renamed and n in mismatch and same_but_renamed(left, right, renamed)
+            (only_renamed if ok else differing).append(f"{prefix}{n}")
         for sub, inner in cmp.subdirs.items():
             walk(inner, f"{prefix}{sub}/")
 
@@ -93,6 +109,10 @@ def compare(before: Path, after: Path) -> int:
     if differing:
         print(f"{len(differing)} of {total} plans differ:", *differing[:50], sep="\n  ")
         return 1
+    if only_renamed:
+        names = ", ".join(f"{old} -> {new}" for old, new in renamed.items())
+        print(f"{total} plans: {total - len(only_renamed)} byte-identical, {len(only_renamed)} differ only by {names}")
+        return 0
     print(f"{total} plans, byte-identical")
     return 0
 
@@ -101,9 +121,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, nargs="?", help="the directory to dump into (made anew)")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    parser.add_argument(
+        "--renamed",
+        action="append",
+        default=[],
+        metavar="OLD=NEW",
+        help="with --compare: a module a reason's source names, moved by the change (the only difference allowed)",
+    )
     args = parser.parse_args()
     if args.compare:
-        return compare(*args.compare)
+        pairs = [item.split("=", 1) for item in args.renamed]
+        if any(len(pair) != 2 or not all(pair) for pair in pairs):
+            parser.error("--renamed takes OLD=NEW, e.g. sparkfleet.requestsize=sparkfleet.planning.requestsize")
+        return compare(*args.compare, dict(pairs))
     if args.out is None:
         parser.error("give the directory to dump into, or --compare BEFORE AFTER")
     shutil.rmtree(args.out, ignore_errors=True)

@@ -33,10 +33,10 @@ LIBRARY_MODULES = (
     "sparkfleet.filters",
     "sparkfleet.hub",
     "sparkfleet.hubpins",
-    "sparkfleet.planner",
+    "sparkfleet.planning.planner",
     "sparkfleet.recipes",
     "sparkfleet.resolver",
-    "sparkfleet.webui",
+    "sparkfleet.hostconfig.webui",
 )
 
 

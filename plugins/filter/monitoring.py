@@ -10,7 +10,7 @@ short_description: The Prometheus rules, the Grafana dashboard and the plan's te
 version_added: 0.1.0
 author: sparkfleet contributors (@sparkfleet)
 description:
-  - Renders one monitoring artifact from the C(sparkfleet.monitoring) tables, so the recording rules,
+  - Renders one monitoring artifact from the C(sparkfleet.hostconfig.monitoring) tables, so the recording rules,
     the alerts and the dashboard panels share their expressions.
   - C(rules) is the rule file (recording rules per instance; alerts for an instance or node_exporter
     down, KV cache nearly full, MemAvailable below the plan's floor, TTFT p95, generation stalled with

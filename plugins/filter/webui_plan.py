@@ -10,7 +10,7 @@ short_description: Plan Open WebUI behind the front door (listener, settings wit
 version_added: 0.2.0
 author: sparkfleet contributors (@sparkfleet)
 description:
-  - Runs the C(sparkfleet.webui) planner. Open WebUI listens on loopback only, reaches the host's models through
+  - Runs the C(sparkfleet.hostconfig.webui) planner. Open WebUI listens on loopback only, reaches the host's models through
     the door with its own client key and trusts the door's certificate only; nothing it does at run time leaves
     the host (no hub, no update check, no telemetry).
   - Refuses a bad release, admin e-mail or name, and a default model the host does not serve, naming the variable.

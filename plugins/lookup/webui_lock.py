@@ -67,7 +67,7 @@ class LookupModule(LookupBase):
         cache = self.get_option("cache_dir")
         target = load("sparkfleet.adapters").plain(self.get_option("target"))
         try:
-            lock = load("sparkfleet.webui").webui_lock_from(
+            lock = load("sparkfleet.hostconfig.webui").webui_lock_from(
                 str(terms[0]), target, Path(cache).expanduser() if cache else None, self.get_option("relock")
             )
         except ValueError as exc:

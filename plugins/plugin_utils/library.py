@@ -112,6 +112,6 @@ def _ready():
 
 
 def load(name):
-    """A module of the shipped library (``load("sparkfleet.planner")``), or an error that says how to fix the controller."""
+    """A module of the shipped library (``load("sparkfleet.planning.planner")``), or an error that says how to fix the controller."""
     _ready()
     return importlib.import_module(name)

@@ -2,7 +2,7 @@
 
 from .errors import InfeasibleError, PlanError
 from .models import HostFacts, Intent, ModelProfile, ServePlan
-from .planner import plan
+from .planning.planner import plan
 from .version import __version__
 
 __all__ = ["HostFacts", "InfeasibleError", "Intent", "ModelProfile", "PlanError", "ServePlan", "__version__", "plan"]

@@ -7,7 +7,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from .catalog import get_profile, load_catalog
-from .cluster import (
+from .doctor import Status, diagnose, render
+from .errors import PlanError, from_validation
+from .hostconfig.cluster import (
     NcclLibraries,
     NodeFacts,
     cluster_problems,
@@ -16,14 +18,12 @@ from .cluster import (
     nccl_choice,
     ray_auth_env,
 )
-from .doctor import Status, diagnose, render
-from .door import METRICS_CLIENT, DoorPlan, client_digests, door_plan_from
-from .errors import PlanError, from_validation
-from .hostplan import HostPlan, InstanceRequest, endpoint, plan_host, socket_endpoint
+from .hostconfig.door import METRICS_CLIENT, DoorPlan, client_digests, door_plan_from
+from .hostconfig.link import graph_instances, link_facts, link_report, nccl_graphs_problem
+from .hostconfig.monitoring import ScrapedHost, dashboard, plan_metrics, queries, rules_document, scrape_targets, thresholds
 from .hub import served_at, snapshot_dir
-from .link import graph_instances, link_facts, link_report, nccl_graphs_problem
 from .models import GIB, HostFacts, Intent, ModelProfile
-from .monitoring import ScrapedHost, dashboard, plan_metrics, queries, rules_document, scrape_targets, thresholds
+from .planning.hostplan import HostPlan, InstanceRequest, endpoint, plan_host, socket_endpoint
 from .reading.config import profile_from_config
 
 

@@ -15,13 +15,13 @@ from pydantic import ValidationError
 
 from .bench import check_summary, compare
 from .catalog import load_catalog
-from .choices import DEFAULT_VLLM
 from .errors import PlanError
+from .hostconfig.monitoring import dashboard, rules_document, thresholds
 from .models import (
     Platform,
 )
-from .monitoring import dashboard, rules_document, thresholds
 from .planargs import add_plan_args, make_plan
+from .planning.choices import DEFAULT_VLLM
 from .recipes import InstallInputs
 from .report import render_explain, render_report
 from .versions import CAPABILITIES

@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import adapters, bench, hardening, loading, modelsource, recipes, storage, unitfile, versions, webui
+from . import adapters, bench, modelsource, recipes, storage, versions
 from .doctor import journal_pattern
+from .hostconfig import hardening, unitfile, webui
 from .models import Intent, Platform
-from .planner import plan
+from .planning import loading
+from .planning.planner import plan
 from .recipes import PLATFORM_PACKAGES
 from .release import Lock
 

@@ -11,11 +11,9 @@ import psutil
 from pydantic import ValidationError
 
 from .catalog import get_profile
-from .choices import DEFAULT_VLLM
 from .errors import PlanError, from_validation
 from .hub import HubUnreachableError, profile_from_hub, read_hub_model
 from .localmodel import profile_from_dir
-from .memory import GB10_REFERENCE_TOTAL_GIB
 from .models import (
     GIB,
     ClusterBackend,
@@ -28,7 +26,9 @@ from .models import (
     ServePlan,
     SpeculativeMethod,
 )
-from .planner import plan
+from .planning.choices import DEFAULT_VLLM
+from .planning.memory import GB10_REFERENCE_TOTAL_GIB
+from .planning.planner import plan
 from .versions import CAPABILITIES, VllmVersion
 
 

@@ -7,8 +7,8 @@ from types import ModuleType
 
 import pytest
 
-from sparkfleet.memory import GB10_REFERENCE_TOTAL_GIB
 from sparkfleet.models import GIB, HostFacts
+from sparkfleet.planning.memory import GB10_REFERENCE_TOTAL_GIB
 
 ROOT = Path(__file__).resolve().parents[2]
 

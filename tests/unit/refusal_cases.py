@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkfleet.adapters import front_door_plan, host_plan
-from sparkfleet.hardening import check_clients
+from sparkfleet.hostconfig.hardening import check_clients
+from sparkfleet.hostconfig.monitoring import thresholds
 from sparkfleet.modelsource import SourceFacts, planner_instances
-from sparkfleet.monitoring import thresholds
 from sparkfleet.recipes import inputs_from
 
 GIB = 1024**3

@@ -2,7 +2,7 @@
 
 Series come from the collector itself (roles/monitoring/files/sparkfleet_gpu_metrics.py) rendering the
 real H100 captures and the built GB10 one, labelled as node_exporter's scrape labels them. The rules are
-the exact alert expressions sparkfleet.monitoring writes, without their annotations (promtool compares
+the exact alert expressions sparkfleet.hostconfig.monitoring writes, without their annotations (promtool compares
 annotations too, and those only template the numbers).
 """
 
@@ -20,7 +20,7 @@ import pytest
 from test_gpu_metrics import GB10, H100, gpu
 
 from sparkfleet import adapters
-from sparkfleet.monitoring import VLLM_JOB, rules_document, scrape_targets, thresholds
+from sparkfleet.hostconfig.monitoring import VLLM_JOB, rules_document, scrape_targets, thresholds
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMTOOL = ROOT / ".cache/promtool/usr/bin/promtool"

@@ -13,10 +13,10 @@ from conftest import load_file, spark
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkfleet.answers import KNOWN_ANSWERS, REASONING_ANSWER_TOKENS, answer_check
 from sparkfleet.catalog import get_profile, load_catalog
 from sparkfleet.models import Intent, KnownAnswer
-from sparkfleet.planner import plan
+from sparkfleet.planning.answers import KNOWN_ANSWERS, REASONING_ANSWER_TOKENS, answer_check
+from sparkfleet.planning.planner import plan
 
 probe = load_file("roles/vllm_serve/files/sparkfleet_probe.py")
 

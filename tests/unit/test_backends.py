@@ -20,7 +20,7 @@ from sparkfleet.backends import Agreement, Severity, expected_backends
 from sparkfleet.catalog import get_profile
 from sparkfleet.doctor import Status, backends_finding, diagnose, journal_pattern, log_findings
 from sparkfleet.models import Intent
-from sparkfleet.planner import plan
+from sparkfleet.planning.planner import plan
 
 INFO = "(EngineCore pid=8) INFO 11-28 10:01:20 "
 WARNING = "(EngineCore pid=8) WARNING 11-28 10:01:41 "

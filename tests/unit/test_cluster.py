@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from sparkfleet.adapters import cluster_environment
-from sparkfleet.cluster import (
+from sparkfleet.errors import PlanError
+from sparkfleet.hostconfig.cluster import (
     NcclLibraries,
     NodeFacts,
     cluster_problems,
@@ -13,7 +14,6 @@ from sparkfleet.cluster import (
     nccl_choice,
     ray_auth_env,
 )
-from sparkfleet.errors import PlanError
 
 
 def env_of(raw: dict[str, object]) -> dict[str, str]:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from sparkfleet.errors import PlanError
 from sparkfleet.models import Intent
-from sparkfleet.planner import plan
+from sparkfleet.planning.planner import plan
 from sparkfleet.reading.config import profile_from_config
 from sparkfleet.reading.context import LENGTH_KEYS, context_limit
 

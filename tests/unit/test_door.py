@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 
 from sparkfleet.adapters import front_door_plan
 from sparkfleet.catalog import get_profile
-from sparkfleet.door import GENERATE_PATHS, METRICS_CLIENT, METRICS_PREFIX, NGINX_BASE_MIB, key_digest
 from sparkfleet.errors import PlanError
-from sparkfleet.hostplan import HostPlan, InstanceRequest, OnDemand, plan_host
+from sparkfleet.hostconfig.door import GENERATE_PATHS, METRICS_CLIENT, METRICS_PREFIX, NGINX_BASE_MIB, key_digest
 from sparkfleet.models import Intent
-from sparkfleet.requestsize import max_request_mib
+from sparkfleet.planning.hostplan import HostPlan, InstanceRequest, OnDemand, plan_host
+from sparkfleet.planning.requestsize import max_request_mib
 
 NANO = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"
 KEY_A = "a" * 40

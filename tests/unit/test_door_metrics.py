@@ -11,7 +11,7 @@ from conftest import load_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkfleet.monitoring import ALERTS, RECORDINGS, Thresholds
+from sparkfleet.hostconfig.monitoring import ALERTS, RECORDINGS, Thresholds
 
 ROOT = Path(__file__).resolve().parents[2]
 

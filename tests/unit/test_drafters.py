@@ -14,9 +14,9 @@ from conftest import CLI_WITHOUT_RETRY_WAITS, spark
 from sparkfleet.adapters import instance_request
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import PlanError
-from sparkfleet.hostplan import plan_host
 from sparkfleet.models import Intent, ModelProfile, SpeculativeSupport
-from sparkfleet.planner import plan
+from sparkfleet.planning.hostplan import plan_host
+from sparkfleet.planning.planner import plan
 from sparkfleet.reading.config import profile_from_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from sparkfleet.adapters import host_plan
 from sparkfleet.errors import PlanError
-from sparkfleet.hardening import check_clients
-from sparkfleet.monitoring import thresholds
+from sparkfleet.hostconfig.hardening import check_clients
+from sparkfleet.hostconfig.monitoring import thresholds
 from sparkfleet.recipes import inputs_from
 
 INTENT_KEYS = [

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from sparkfleet.errors import PlanError
-from sparkfleet.hardening import NVIDIA_DEVICES, UnitKind, check_clients, ip_policy, sandbox
+from sparkfleet.hostconfig.hardening import NVIDIA_DEVICES, UnitKind, check_clients, ip_policy, sandbox
 from sparkfleet.models import Platform
 
 SOCKET = "/run/sparkfleet-vllm-chat/api.sock"

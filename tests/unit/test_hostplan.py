@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from sparkfleet.adapters import host_plan, plain
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import InfeasibleError, PlanError
-from sparkfleet.hostplan import (
+from sparkfleet.models import Intent
+from sparkfleet.planning.hostplan import (
     INSTANCE_ACCOUNT_PREFIX,
     InstanceRequest,
     footprint_gib,
@@ -20,8 +21,7 @@ from sparkfleet.hostplan import (
     own_account,
     plan_host,
 )
-from sparkfleet.models import Intent
-from sparkfleet.planner import plan
+from sparkfleet.planning.planner import plan
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -19,7 +19,7 @@ import pytest
 from hub_server import Hub, HubServer, Repo, VirtualSafetensors
 from test_hub import CONFIGS
 
-from sparkfleet.cluster import NodeFacts, cluster_problems
+from sparkfleet.hostconfig.cluster import NodeFacts, cluster_problems
 from sparkfleet.manifest import Manifest, ManifestError, RepoEntry, index_paths, manifest_digest, select
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,12 +16,12 @@ import pytest
 from conftest import spark
 
 from sparkfleet.catalog import get_profile
-from sparkfleet.choices import concurrent_batches
 from sparkfleet.errors import InfeasibleError, PlanError
 from sparkfleet.kv.cache import GroupKind
 from sparkfleet.kv.packed import PackedGroup, packed_geometry
 from sparkfleet.models import CompressedMlaShape, Intent, NodePlacement, PackedMlaPool, Platform
-from sparkfleet.planner import plan
+from sparkfleet.planning.choices import concurrent_batches
+from sparkfleet.planning.planner import plan
 from sparkfleet.reading.config import profile_from_config
 from sparkfleet.versions import VllmVersion
 

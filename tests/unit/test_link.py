@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkfleet.adapters import link_check
-from sparkfleet.cluster import Interconnect
 from sparkfleet.errors import PlanError
-from sparkfleet.link import (
+from sparkfleet.hostconfig.cluster import Interconnect
+from sparkfleet.hostconfig.link import (
     GB10_DEVICE_GBPS,
     LinkFacts,
     LinkMeasurement,

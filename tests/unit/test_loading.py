@@ -8,11 +8,11 @@ from conftest import spark
 from sparkfleet.adapters import instance_request
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import PlanError
-from sparkfleet.hostplan import plan_host
-from sparkfleet.loading import FASTSAFETENSORS_GB10_MAX_UTILIZATION, packages_for
-from sparkfleet.memory import JIT_MAX_JOBS, JIT_PROCESS_GIB
 from sparkfleet.models import GIB, HostFacts, Intent, ModelProfile
-from sparkfleet.planner import plan
+from sparkfleet.planning.hostplan import plan_host
+from sparkfleet.planning.loading import FASTSAFETENSORS_GB10_MAX_UTILIZATION, packages_for
+from sparkfleet.planning.memory import JIT_MAX_JOBS, JIT_PROCESS_GIB
+from sparkfleet.planning.planner import plan
 from sparkfleet.versions import VllmVersion
 
 NANO = get_profile("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4")
@@ -178,7 +178,7 @@ def test_the_cpu_platform_plans_no_kernel_compiles() -> None:
 
 
 def test_a_model_that_takes_audio_brings_vllms_audio_extra_unless_the_user_names_it() -> None:
-    from sparkfleet.loading import extras_for
+    from sparkfleet.planning.loading import extras_for
 
     omni = "nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-NVFP4"
     assert extras_for([omni, "nvidia/Qwen3.6-35B-A3B-NVFP4"], "vllm", []) == ["vllm[audio]"]

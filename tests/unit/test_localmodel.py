@@ -9,7 +9,7 @@ from conftest import cpu_host
 from sparkfleet.errors import PlanError
 from sparkfleet.localmodel import profile_from_dir
 from sparkfleet.models import Intent
-from sparkfleet.planner import plan
+from sparkfleet.planning.planner import plan
 
 
 def _stage(tmp_path: Path, **config: object) -> Path:

@@ -17,12 +17,12 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils import cuda_memory
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import host_state
 from conftest import ROOT, load_file, spark
 
-from sparkfleet import memguard
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import InfeasibleError, PlanError
-from sparkfleet.hostplan import InstanceRequest, plan_host
 from sparkfleet.models import GIB, Intent, Platform
-from sparkfleet.planner import plan
+from sparkfleet.planning import memguard
+from sparkfleet.planning.hostplan import InstanceRequest, plan_host
+from sparkfleet.planning.planner import plan
 
 guard = load_file("roles/vllm_serve/files/sparkfleet_memory_guard.py")
 SCRIPT = ROOT / "roles/vllm_serve/files/sparkfleet_memory_guard.py"

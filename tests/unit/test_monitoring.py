@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from sparkfleet.adapters import fleet_targets, monitoring_artifact
 from sparkfleet.catalog import get_profile
 from sparkfleet.cli import main
-from sparkfleet.door import METRICS_PREFIX
 from sparkfleet.errors import PlanError
-from sparkfleet.hostplan import InstanceRequest, endpoint, plan_host
+from sparkfleet.hostconfig.door import METRICS_PREFIX
+from sparkfleet.hostconfig.monitoring import ALERTS, PANELS, RECORDINGS, Thresholds, dashboard, plan_metrics, rules_document
 from sparkfleet.models import GIB, Intent
-from sparkfleet.monitoring import ALERTS, PANELS, RECORDINGS, Thresholds, dashboard, plan_metrics, rules_document
+from sparkfleet.planning.hostplan import InstanceRequest, endpoint, plan_host
 
 NANO = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"
 COMMITTED_DASHBOARD = Path(__file__).parents[2] / "docs" / "monitoring" / "sparkfleet-vllm-dashboard.json"

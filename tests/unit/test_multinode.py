@@ -7,11 +7,11 @@ from conftest import spark
 
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import InfeasibleError, PlanError
-from sparkfleet.hardening import UnitKind, sandbox
-from sparkfleet.hostplan import InstanceRequest, plan_host
+from sparkfleet.hostconfig.hardening import UnitKind, sandbox
 from sparkfleet.kv.cache import geometry
 from sparkfleet.models import ClusterBackend, Intent, NodePlacement, Platform
-from sparkfleet.planner import plan
+from sparkfleet.planning.hostplan import InstanceRequest, plan_host
+from sparkfleet.planning.planner import plan
 
 GQA = "openai/gpt-oss-120b"  # 8 KV heads: shards cleanly over TP 2 and 4
 MLA = "mistralai/Mistral-Small-4-119B-2603-NVFP4"  # one latent per token, replicated on every TP rank

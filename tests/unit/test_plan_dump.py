@@ -35,11 +35,25 @@ def test_compare_finds_a_changed_missing_or_added_plan(tmp_path: Path, capsys: p
     for root in (before, after):
         (root / "catalog" / "m").mkdir(parents=True)
         (root / "catalog" / "m" / "a.json").write_text('{"plan": 1}\n')
-    assert plan_dump.compare(before, after) == 0
+    assert plan_dump.compare(before, after, {}) == 0
     (after / "catalog" / "m" / "a.json").write_text('{"plan": 2}\n')
     (after / "catalog" / "m" / "b.json").write_text("{}\n")
-    assert plan_dump.compare(before, after) == 1
+    assert plan_dump.compare(before, after, {}) == 1
     said = capsys.readouterr().out
     assert "catalog/m/a.json" in said and "catalog/m/b.json (only after)" in said
     (tmp_path / "empty").mkdir()
-    assert plan_dump.compare(tmp_path / "empty", after) == 1
+    assert plan_dump.compare(tmp_path / "empty", after, {}) == 1
+
+
+def test_a_declared_rename_is_the_only_difference_allowed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before, after = tmp_path / "before", tmp_path / "after"
+    for root, source, memory in ((before, "sparkfleet.door", 1), (after, "sparkfleet.hostconfig.door", 1)):
+        (root / "m").mkdir(parents=True)
+        (root / "m" / "a.json").write_text(json.dumps({"source": f"issue 30; {source}", "gib": memory}))
+    renamed = {"sparkfleet.door": "sparkfleet.hostconfig.door"}
+    assert plan_dump.compare(before, after, {}) == 1
+    assert plan_dump.compare(before, after, renamed) == 0
+    assert "differ only by sparkfleet.door -> sparkfleet.hostconfig.door" in capsys.readouterr().out
+    # A rename hides nothing else: a number that changed beside it is still a difference.
+    (after / "m" / "a.json").write_text(json.dumps({"source": "issue 30; sparkfleet.hostconfig.door", "gib": 2}))
+    assert plan_dump.compare(before, after, renamed) == 1

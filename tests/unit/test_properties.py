@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from sparkfleet.catalog import load_catalog
 from sparkfleet.errors import PlanError
-from sparkfleet.memory import GB10_MAX_UTILIZATION
 from sparkfleet.models import GIB, Intent, ServePlan, command_line
-from sparkfleet.planner import plan
+from sparkfleet.planning.memory import GB10_MAX_UTILIZATION
+from sparkfleet.planning.planner import plan
 from sparkfleet.versions import VllmVersion
 
 PROFILES = sorted(load_catalog())

@@ -13,13 +13,13 @@ import pytest
 from conftest import spark
 
 from sparkfleet.catalog import load_catalog
-from sparkfleet.choices import DEFAULT_VLLM
 from sparkfleet.errors import PlanError
 from sparkfleet.hub import served_at
 from sparkfleet.models import HostFacts, Intent, ModelProfile
-from sparkfleet.planner import plan
+from sparkfleet.planning.choices import DEFAULT_VLLM
+from sparkfleet.planning.planner import plan
+from sparkfleet.planning.remotecode import verdict
 from sparkfleet.reading.config import profile_from_config, remote_code_files
-from sparkfleet.remotecode import verdict
 from sparkfleet.versions import SUPPORTED_MAX, VllmVersion
 from sparkfleet.vllmregistry import architecture_support, reads_config_natively, registry, rules_release
 

@@ -10,7 +10,7 @@ from conftest import cpu_host, spark
 from sparkfleet.catalog import get_profile, load_catalog
 from sparkfleet.errors import PlanError
 from sparkfleet.models import HostFacts, Intent, ServePlan
-from sparkfleet.planner import plan
+from sparkfleet.planning.planner import plan
 from sparkfleet.versions import VllmVersion
 
 QWEN = "nvidia/Qwen3.6-35B-A3B-NVFP4"

@@ -10,7 +10,7 @@ from conftest import spark
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import InfeasibleError
 from sparkfleet.models import Intent
-from sparkfleet.planner import plan
+from sparkfleet.planning.planner import plan
 
 QWEN = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 GEMMA = "nvidia/Gemma-4-31B-IT-NVFP4"

@@ -8,7 +8,7 @@ from published_figures import CASES, PublishedCase
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import InfeasibleError
 from sparkfleet.models import ServePlan
-from sparkfleet.planner import plan
+from sparkfleet.planning.planner import plan
 
 TOLERANCE = 0.10
 

@@ -22,7 +22,7 @@ from rendering import RenderRefusedError, TemplateRenderer
 
 from sparkfleet.adapters import host_plan
 from sparkfleet.errors import PlanError
-from sparkfleet.unitfile import Place, unit_value
+from sparkfleet.hostconfig.unitfile import Place, unit_value
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "roles" / "vllm_serve" / "templates" / "vllm.service.j2"

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import PlanError
-from sparkfleet.hostplan import InstanceRequest
+from sparkfleet.hostconfig.monitoring import thresholds
 from sparkfleet.hub import parse_model_ref
 from sparkfleet.models import Intent
-from sparkfleet.monitoring import thresholds
+from sparkfleet.planning.hostplan import InstanceRequest
 from sparkfleet.recipes import inputs_from
 
 NANO = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"

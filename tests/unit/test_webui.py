@@ -8,8 +8,8 @@ import pytest
 from test_door import TWO, door, host
 
 from sparkfleet.errors import PlanError
+from sparkfleet.hostconfig.webui import EXCLUDES, PACKAGE, check_lock, compile_argv, webui_lock, webui_plan_from
 from sparkfleet.release import Target
-from sparkfleet.webui import EXCLUDES, PACKAGE, check_lock, compile_argv, webui_lock, webui_plan_from
 
 DOOR = {
     "address": "0.0.0.0",

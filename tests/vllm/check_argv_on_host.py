@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from sparkfleet.models import HostFacts, Intent
-from sparkfleet.planner import plan
+from sparkfleet.planning.planner import plan
 from sparkfleet.reading.config import profile_from_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -31,9 +31,9 @@ from vllm.utils.argparse_utils import FlexibleArgumentParser
 
 from sparkfleet.catalog import load_catalog
 from sparkfleet.errors import PlanError
-from sparkfleet.memory import GB10_REFERENCE_TOTAL_GIB
 from sparkfleet.models import GIB, HostFacts, Intent, NodePlacement
-from sparkfleet.planner import plan
+from sparkfleet.planning.memory import GB10_REFERENCE_TOTAL_GIB
+from sparkfleet.planning.planner import plan
 from sparkfleet.versions import VllmVersion
 from vllm import __version__ as vllm_version
 

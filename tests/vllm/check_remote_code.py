@@ -23,8 +23,8 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 from vllm.transformers_utils.config import get_config
 
+from sparkfleet.planning.remotecode import verdict
 from sparkfleet.reading.config import profile_from_config
-from sparkfleet.remotecode import verdict
 from sparkfleet.versions import VllmVersion
 from sparkfleet.vllmregistry import transformers_of
 from vllm import __version__ as vllm_version

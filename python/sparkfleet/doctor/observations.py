@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..link import LinkFacts, LinkMeasurement
+from ..hostconfig.link import LinkFacts, LinkMeasurement
 from ..models import GIB
 
 KV_TOLERANCE = 0.10  # beyond this the plan and vLLM disagree enough to look at

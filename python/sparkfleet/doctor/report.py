@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..monitoring import thresholds
+from ..hostconfig.monitoring import thresholds
 from .host import host_findings
 from .observations import Finding, Observations, Status
 from .serving import link_findings, serve_findings, service_findings

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import backendlog, backends, logsigns
-from ..cluster import Interconnect, package_differences
-from ..link import expected_gbps, judge_measurement, link_report
+from ..hostconfig.cluster import Interconnect, package_differences
+from ..hostconfig.link import expected_gbps, judge_measurement, link_report
 from ..models import GIB
 from ..release import CUBIN_PACKAGE, FLASHINFER_CUDA13_INDEX, FLASHINFER_SOURCE, prebuilt_kernels
 from .memory import guard_findings, start_findings

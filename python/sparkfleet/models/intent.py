@@ -61,7 +61,7 @@ class KnownAnswer(Strict):
 
 
 class LoadStrategy(str, Enum):
-    """How vLLM reads the checkpoint (sparkfleet.loading): auto picks by platform, filesystem and room."""
+    """How vLLM reads the checkpoint (sparkfleet.planning.loading): auto picks by platform, filesystem and room."""
 
     AUTO = "auto"
     MMAP = "mmap"
@@ -148,7 +148,7 @@ class Intent(Strict):
     max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = None
     # The largest request body the front door forwards to this instance (MiB); null sizes it to the context.
     max_request_mib: Annotated[int, Field(ge=1, le=1024)] | None = None
-    # The question this instance is ready by, when the default (sparkfleet.answers) does not fit it.
+    # The question this instance is ready by, when the default (sparkfleet.planning.answers) does not fit it.
     answer_check: KnownAnswer | None = None
     # Server-wide chat template settings (e.g. {enable_thinking: false}), over the profile's own.
     chat_template_kwargs: TemplateKwargs | None = None

@@ -32,7 +32,7 @@ class MemoryBreakdown(Strict):
     process_baseline: float
     host_reserve: float
     headroom: float
-    # Held beside the weights while the checkpoint loads (before the KV cache exists); see sparkfleet.loading.
+    # Held beside the weights while the checkpoint loads (before the KV cache exists); see sparkfleet.planning.loading.
     load_transient: float = 0.0
     # Kernel compiles the first start may run beside the footprint (MAX_JOBS x the seed's per-process figure).
     first_start_compile: float = 0.0
@@ -44,7 +44,7 @@ class SystemdLimits(Strict):
 
 
 class AnswerCheck(Strict):
-    """The first request an instance gets and the one it is judged by (sparkfleet.answers)."""
+    """The first request an instance gets and the one it is judged by (sparkfleet.planning.answers)."""
 
     path: str = "/v1/chat/completions"
     body: dict[str, object]
@@ -120,9 +120,9 @@ class ServePlan(Strict):
     node_rank: int = 0
     # A rank above 0 of a native multi-node instance: no API server here, rank 0 on the head serves it.
     headless: bool = False
-    # The largest request body the front door forwards to it (sparkfleet.requestsize).
+    # The largest request body the front door forwards to it (sparkfleet.planning.requestsize).
     max_request_mib: int = 32
-    # Seconds a start may take (sparkfleet.memguard.start_budget_s); 0 in a plan written before it was planned.
+    # Seconds a start may take (sparkfleet.planning.memguard.start_budget_s); 0 in a plan written before it was planned.
     start_budget_s: int = 0
 
     @model_validator(mode="after")

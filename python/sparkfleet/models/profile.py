@@ -259,7 +259,7 @@ class ModelProfile(Strict):
     tool_call_parser: str | None = None
     # config.json's model_type: with the target vLLM's registry it decides whether the repository's code is needed.
     model_type: str | None = None
-    # config.json's auto_map names the repository's own classes (sparkfleet.remotecode decides if vLLM runs them).
+    # config.json's auto_map names the repository's own classes (sparkfleet.planning.remotecode decides if vLLM runs them).
     config_auto_map: bool = False
     # tokenizer_config.json's auto_map names the repository's own tokenizer classes.
     tokenizer_auto_map: bool = False

@@ -1,6 +1,6 @@
 """The host memory guard of a sparkfleet host, and the start admission of its vLLM instances.
 
-watch   keep MemAvailable above the plan's floor (memory-guard.json, sparkfleet.memguard): under the floor
+watch   keep MemAvailable above the plan's floor (memory-guard.json, sparkfleet.planning.memguard): under the floor
         (the starting floor while an instance starts, the serving floor otherwise) stop the sparkfleet instance
         that is starting, else the one holding the most, and never anything else (sshd, the door, monitoring
         are not in its table). On GB10 the GPU's allocations are host memory that cgroups do not see, so

@@ -35,7 +35,7 @@ def test_the_library_is_the_collections_version() -> None:
 
 
 def test_the_plugins_run_the_copy_shipped_in_the_collection() -> None:
-    planner = library.load("sparkfleet.planner")
+    planner = library.load("sparkfleet.planning.planner")
     assert Path(planner.__file__).resolve().is_relative_to(ROOT / "python" / "sparkfleet")
 
 
@@ -57,7 +57,7 @@ def test_a_missing_controller_package_names_the_one_line_fix(tmp_path: Path, mon
     library._ready.cache_clear()
     try:
         with pytest.raises(AnsibleError) as raised:
-            library.load("sparkfleet.planner")
+            library.load("sparkfleet.planning.planner")
     finally:
         library._ready.cache_clear()
     message = str(raised.value)

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import memory as mem
-from .choices import Resolved
-from .errors import PlanError
-from .models import (
+from ..errors import PlanError
+from ..models import (
     GIB,
     ClusterBackend,
     HostFacts,
@@ -17,9 +15,8 @@ from .models import (
     Platform,
     SpeculativeMethod,
 )
-from .rules.speculation import SPECULATION_OFF_AT
-from .sources import SEED_GUIDE, SEED_SM121, SEED_VLLM_BLOG
-from .versions import (
+from ..sources import SEED_GUIDE, SEED_SM121, SEED_VLLM_BLOG
+from ..versions import (
     ENV_VARS,
     FIRST_SPECULATION_SCHEDULE,
     SUPPORTED_MAX,
@@ -29,6 +26,9 @@ from .versions import (
     has_speculation_schedule,
     in_supported_range,
 )
+from . import memory as mem
+from .choices import Resolved
+from .rules.speculation import SPECULATION_OFF_AT
 
 
 def compile_warning(jit_jobs: int, headroom: float) -> list[str]:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..models import CheckpointFormat, ServeProfile, SpeculativeMethod
-from ..sources import SEED_GUIDE, SEED_MISTRAL, SEED_NANO, SEED_SM121, vllm
-from ..versions import EnvState, env_state, has_flag
+from ...models import CheckpointFormat, ServeProfile, SpeculativeMethod
+from ...sources import SEED_GUIDE, SEED_MISTRAL, SEED_NANO, SEED_SM121, vllm
+from ...versions import EnvState, env_state, has_flag
 from .base import Entry, Settings, arg, env, is_gb10
 
 

@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator
 
-from ..errors import from_validation
-from ..models import Strict
+from ...errors import from_validation
+from ...models import Strict
 
 VLLM_JOB = "sparkfleet-vllm"
 # Clock-event reasons that explain a low clock (the GPU metrics collector, monitoring role).

@@ -13,9 +13,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
-from .errors import PlanError, from_validation
-from .models import Strict
-from .sources import SEED_GUIDE, SEED_SM121
+from ..errors import PlanError, from_validation
+from ..models import Strict
+from ..sources import SEED_GUIDE, SEED_SM121
 
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 _TOKEN_PATH = re.compile(r"/[A-Za-z0-9_./-]{1,254}")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import PlanError
-from .models import Intent, ModelProfile
-from .versions import VllmVersion
-from .vllmregistry import (
+from ..errors import PlanError
+from ..models import Intent, ModelProfile
+from ..versions import VllmVersion
+from ..vllmregistry import (
     SOURCE,
     architecture_support,
     beyond_table,

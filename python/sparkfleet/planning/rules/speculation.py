@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import posixpath
 
-from ..models import Platform, SpeculativeMethod
-from ..sources import SEED_GUIDE
-from ..versions import FIRST_SPECULATION_SCHEDULE, capability_origin, has_speculation_schedule
+from ...models import Platform, SpeculativeMethod
+from ...sources import SEED_GUIDE
+from ...versions import FIRST_SPECULATION_SCHEDULE, capability_origin, has_speculation_schedule
 from .base import Entry, Settings, arg, env
 
 

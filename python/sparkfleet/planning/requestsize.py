@@ -17,7 +17,7 @@ BYTES_PER_TOKEN = 24
 ENVELOPE_MIB = 1
 # Images travel base64-encoded in the body (4/3 of their size): room for a few photos of a few MiB each.
 IMAGES_MIB = 32
-SOURCE = "issue 30 (a body the door buffers while it finds the model); sparkfleet.requestsize"
+SOURCE = "issue 30 (a body the door buffers while it finds the model); sparkfleet.planning.requestsize"
 
 
 def max_request_mib(max_model_len: int, multimodal: bool, override: int | None = None) -> tuple[int, str]:

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from enum import Enum
 from ipaddress import ip_address, ip_network
 
-from .errors import PlanError
-from .models import WILDCARDS, Platform, Strict
+from ..errors import PlanError
+from ..models import WILDCARDS, Platform, Strict
 
 SYSTEMD_EXEC = "systemd.exec(5) / systemd.resource-control(5)"
 # The device nodes the NVIDIA driver creates on a DGX Spark (driver 580.x, one GPU).

@@ -16,11 +16,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError
 
+from ..errors import PlanError, from_validation
+from ..models import Strict
+from ..release import NCCL_GRAPHS_MIN
+from ..sources import SEED_GUIDE
 from .cluster import Interconnect
-from .errors import PlanError, from_validation
-from .models import Strict
-from .release import NCCL_GRAPHS_MIN
-from .sources import SEED_GUIDE
 
 JUMBO_MTU = 9000
 # The QSFP port of a Spark negotiates 200 Gb/s (ibstat on GB10: geerlingguy/sbc-reviews#92).

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from ..models import (
+from ...models import (
     Intent,
     ModelProfile,
 )
-from ..sources import SEED_GUIDE
-from ..versions import has_flag
+from ...sources import SEED_GUIDE
+from ...versions import has_flag
 from .base import Entry, Settings, arg
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .errors import PlanError
-from .kv.cache import (
+from ..errors import PlanError
+from ..kv.cache import (
     GroupKind,
     KvPool,
     attention_bytes_per_token,
@@ -15,9 +15,9 @@ from .kv.cache import (
     geometry,
     state_checkpoints,
 )
-from .kv.indexed import indexed_geometry
-from .kv.packed import packed_geometry
-from .models import (
+from ..kv.indexed import indexed_geometry
+from ..kv.packed import packed_geometry
+from ..models import (
     ClusterBackend,
     HostFacts,
     IndexedPool,
@@ -30,7 +30,7 @@ from .models import (
     ServeProfile,
     SpeculativeMethod,
 )
-from .versions import (
+from ..versions import (
     FIRST_DFLASH,
     NEWEST_RELEASE,
     SUPPORTED_MIN,

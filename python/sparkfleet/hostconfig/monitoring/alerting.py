@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..sources import SEED_GUIDE, SEED_SM121, SEED_VLLM_BLOG
+from ...sources import SEED_GUIDE, SEED_SM121, SEED_VLLM_BLOG
 from .thresholds import BY, GPU_HANGS, HEAT_REASONS, NODE_JOB, SLOWDOWN_REASONS, VLLM_JOB, Thresholds
 
 

@@ -17,9 +17,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from .errors import PlanError, from_validation
-from .hostplan import RESERVED_PORTS, HostPlan
-from .models import ServePlan, Strict
+from ..errors import PlanError, from_validation
+from ..models import ServePlan, Strict
+from ..planning.hostplan import RESERVED_PORTS, HostPlan
 
 # What a client may call, by what the instance serves. Everything else answers 404 (with a key) or 401.
 GENERATE_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/responses")

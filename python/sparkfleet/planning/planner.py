@@ -5,16 +5,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from . import loading, memguard, remotecode, rules
-from . import memory as mem
-from .answers import answer_check
-from .budget import Budget, memory_budget, non_kv
-from .cautions import compile_warning, guard_env, plan_warnings, scheduler_warning
-from .choices import Resolved, check_bundled_draft, kv_geometry, release_of, resolve
-from .errors import PlanError
-from .kv.cache import KvPool
-from .loading import LoadChoice
-from .models import (
+from ..errors import PlanError
+from ..kv.cache import KvPool
+from ..models import (
     GIB,
     ClusterBackend,
     EnvVar,
@@ -31,16 +24,23 @@ from .models import (
     SystemdLimits,
     command_line,
 )
-from .remotecode import CodeVerdict
-from .requestsize import SOURCE as REQUEST_SOURCE
-from .requestsize import max_request_mib
-from .rules.kernels import NVFP4_DECISION_SOURCE, NVFP4_FORMATS
-from .sources import vllm
-from .versions import (
+from ..sources import vllm
+from ..versions import (
     FLAGS,
     VllmVersion,
     has_flag,
 )
+from . import loading, memguard, remotecode, rules
+from . import memory as mem
+from .answers import answer_check
+from .budget import Budget, memory_budget, non_kv
+from .cautions import compile_warning, guard_env, plan_warnings, scheduler_warning
+from .choices import Resolved, check_bundled_draft, kv_geometry, release_of, resolve
+from .loading import LoadChoice
+from .remotecode import CodeVerdict
+from .requestsize import SOURCE as REQUEST_SOURCE
+from .requestsize import max_request_mib
+from .rules.kernels import NVFP4_DECISION_SOURCE, NVFP4_FORMATS
 
 MEMORY_MAX_SLACK_GIB = 4.0
 

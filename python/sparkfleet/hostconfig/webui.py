@@ -18,12 +18,12 @@ from typing import Annotated
 
 from pydantic import Field, field_validator
 
-from .errors import PlanError, from_validation
+from ..errors import PlanError, from_validation
+from ..models import Strict, planned_flag
+from ..release import LockedPackage, Target, parse_lock
+from ..resolver import DEFAULT_CACHE, RESOLVE_TIMEOUT_S, _locked, _run, uv_binary
 from .hardening import WEBUI_CACHE_DIRECTORY as CACHE_DIRECTORY
 from .hardening import WEBUI_STATE_DIRECTORY as STATE_DIRECTORY
-from .models import Strict, planned_flag
-from .release import LockedPackage, Target, parse_lock
-from .resolver import DEFAULT_CACHE, RESOLVE_TIMEOUT_S, _locked, _run, uv_binary
 
 PACKAGE = "open-webui"
 # Left out of the lock, so a Spark does not install a second torch (a multi-GB CUDA build on aarch64) for

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from .. import memory as mem
-from ..models import (
+from ...models import (
     GIB,
     CheckpointFormat,
     ClusterBackend,
     NodePlacement,
     Platform,
 )
-from ..sources import SEED_GUIDE, SEED_NANO, SEED_SM121, SEED_VLLM_BLOG, vllm
-from ..versions import has_flag
+from ...sources import SEED_GUIDE, SEED_NANO, SEED_SM121, SEED_VLLM_BLOG, vllm
+from ...versions import has_flag
+from .. import memory as mem
 from .base import Entry, Settings, arg, env, is_gb10
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from ...models import Platform
+from ...sources import SEED_GUIDE, SEED_MISTRAL, SEED_VLLM_BLOG
+from ...versions import FIRST_CPU_AOT_RELOAD_FAILURE
 from .. import memory as mem
-from ..models import Platform
-from ..sources import SEED_GUIDE, SEED_MISTRAL, SEED_VLLM_BLOG
-from ..versions import FIRST_CPU_AOT_RELOAD_FAILURE
 from .base import DEFAULT_PTXAS, Entry, Settings, env, is_gb10
 
 
@@ -90,7 +90,7 @@ def platform_env(s: Settings) -> list[Entry]:
 def internal_channels(s: Settings) -> list[Entry]:
     """A one-node instance keeps vLLM's process-to-process sockets on loopback, whatever its API binds."""
     if s.intent.nodes != 1:
-        return []  # a cluster's channels use the link interface (sparkfleet.cluster)
+        return []  # a cluster's channels use the link interface (sparkfleet.hostconfig.cluster)
     return [
         env(
             "GLOO_SOCKET_IFNAME",

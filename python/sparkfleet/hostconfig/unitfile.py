@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from enum import Enum
 
-from .errors import PlanError
+from ..errors import PlanError
 
 # Words systemd reads literally without quotes: no whitespace, quotes, backslash, `%`, `$` or `;`.
 _PLAIN = re.compile(r"[A-Za-z0-9_./:=+,@-]+")

@@ -8,10 +8,10 @@ from typing import Any
 
 from pydantic import Field
 
+from ...errors import PlanError
+from ...models import GIB, WILDCARDS, ServePlan, Strict
+from ...planning.hostplan import Endpoint, HostPlan, footprint_gib
 from ..door import METRICS_PREFIX
-from ..errors import PlanError
-from ..hostplan import Endpoint, HostPlan, footprint_gib
-from ..models import GIB, WILDCARDS, ServePlan, Strict
 from .thresholds import Thresholds
 
 

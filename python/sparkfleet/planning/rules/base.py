@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..loading import LoadChoice
-from ..models import (
+from ...models import (
     ClusterBackend,
     HostFacts,
     Intent,
@@ -14,8 +13,9 @@ from ..models import (
     NodePlacement,
     Platform,
 )
+from ...versions import VllmVersion
+from ..loading import LoadChoice
 from ..remotecode import CodeVerdict
-from ..versions import VllmVersion
 
 DEFAULT_PTXAS = "/usr/local/cuda/bin/ptxas"
 

@@ -15,7 +15,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from .models import GIB, Platform, ServePlan, Strict
+from ..models import GIB, Platform, ServePlan, Strict
 
 GUARD_SOURCE = (
     "Blackwellboy/model-serving-minefield#57 (cgroup v2 does not count CUDA allocations on GB10; the host hangs "

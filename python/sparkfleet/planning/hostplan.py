@@ -9,10 +9,8 @@ from typing import Annotated
 
 from pydantic import Field, field_validator
 
-from . import memory as mem
-from .errors import InfeasibleError, PlanError
-from .memguard import GuardPlan, guard_plan
-from .models import (
+from ..errors import InfeasibleError, PlanError
+from ..models import (
     GIB,
     WILDCARDS,
     ClusterBackend,
@@ -24,6 +22,8 @@ from .models import (
     ServePlan,
     Strict,
 )
+from . import memory as mem
+from .memguard import GuardPlan, guard_plan
 from .planner import plan
 
 # Instance names become unit names (sparkfleet-vllm-<name>.service) and directory names.
@@ -143,7 +143,7 @@ class HostPlan(Strict):
     ranks: dict[str, ServePlan] = Field(default_factory=dict)
     # What on-demand instances may hold together beside the always-on ones; the activator keeps to it.
     on_demand_budget_gib: float = 0.0
-    # The host memory guard's floors and each instance's start figures (sparkfleet.memguard).
+    # The host memory guard's floors and each instance's start figures (sparkfleet.planning.memguard).
     memory_guard: GuardPlan | None = None
     # The account each instance and rank of this host runs as, with its own caches and temporary files, so that
     # no instance reaches another's socket, engine sockets or compiled kernels. One Ray runs is absent: it runs
@@ -166,7 +166,7 @@ RESERVED_PORTS = {
     8265: "Ray's dashboard port",
     10001: "Ray's client port",
 }
-# The service runs as an unprivileged user with an empty capability set (sparkfleet.hardening).
+# The service runs as an unprivileged user with an empty capability set (sparkfleet.hostconfig.hardening).
 FIRST_UNPRIVILEGED_PORT = 1024
 
 

@@ -6,11 +6,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from . import memory as mem
-from .choices import Resolved
-from .errors import InfeasibleError, PlanError
-from .kv.cache import KvPool
-from .models import (
+from ..errors import InfeasibleError, PlanError
+from ..kv.cache import KvPool
+from ..models import (
     GIB,
     HostFacts,
     Intent,
@@ -20,7 +18,9 @@ from .models import (
     ServeProfile,
     SpeculativeMethod,
 )
-from .versions import cudagraph_memory_in_budget
+from ..versions import cudagraph_memory_in_budget
+from . import memory as mem
+from .choices import Resolved
 
 PREFIX_CACHE_SLACK = 0.10
 

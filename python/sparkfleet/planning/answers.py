@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 
-from .models import AnswerCheck, KnownAnswer, ModelProfile
-from .sources import SEED_GUIDE, SEED_SM121
+from ..models import AnswerCheck, KnownAnswer, ModelProfile
+from ..sources import SEED_GUIDE, SEED_SM121
 
 # Short, unambiguous, answered the same by any instruct model; the first is every instance's default,
 # the field guide's own smoke test ("model should answer 204 (= 12*17)", seed 002 §6).

@@ -17,11 +17,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .catalog import load_catalog
-from .errors import PlanError
-from .models import HostFacts, LoadStrategy, ModelProfile, Platform
-from .sources import SEED_NANO
-from .versions import FIRST_PREFETCH, LOADERS, VllmVersion
+from ..catalog import load_catalog
+from ..errors import PlanError
+from ..models import HostFacts, LoadStrategy, ModelProfile, Platform
+from ..sources import SEED_NANO
+from ..versions import FIRST_PREFETCH, LOADERS, VllmVersion
 
 # vLLM's own list of network filesystems, on which it prefetches by itself (weight_utils.py _get_fs_type).
 NETWORK_FS = frozenset({"nfs", "nfs4", "lustre"})
