@@ -14,6 +14,9 @@ from typing import Any
 
 import yaml
 
+from sparkfleet.models import Intent
+from sparkfleet.planargs import NOT_ON_THE_COMMAND_LINE, intent_flag
+
 ROOT = Path(__file__).resolve().parent.parent
 ROLES = ROOT / "roles"
 _MARKUP = [
@@ -64,6 +67,41 @@ def table(options: dict[str, dict[str, Any]]) -> list[str]:
     return rows
 
 
+def schema_kind(schema: dict[str, Any], defs: dict[str, Any]) -> str:
+    """A JSON schema's type in a few words: its choices, its range, and 'or null' left out (every key may be left out)."""
+    if "$ref" in schema:
+        target = defs[schema["$ref"].rsplit("/", 1)[-1]]
+        return " / ".join(f"`{v}`" for v in target["enum"]) if "enum" in target else "dict (question, answer)"
+    if "anyOf" in schema:
+        return " or ".join(schema_kind(s, defs) for s in schema["anyOf"] if s.get("type") != "null")
+    kind = {"integer": "int", "number": "float", "boolean": "bool", "string": "str", "object": "dict"}[schema["type"]]
+    low = schema.get("minimum", schema.get("exclusiveMinimum"))
+    high = schema.get("maximum")
+    if low is not None and high is not None:
+        return f"{kind} ({'above ' if 'exclusiveMinimum' in schema else ''}{low} to {high})"
+    if low is not None:
+        return f"{kind} ({'above' if 'exclusiveMinimum' in schema else 'from'} {low})"
+    return kind
+
+
+def intent_table() -> list[str]:
+    """Every key of an instance's intent, from the planner's Intent: the one text of each (the CLI's help too)."""
+    schema = Intent.model_json_schema()
+    rows = ["| key | type | default | `sparkfleet plan` | what it asks for |", "|---|---|---|---|---|"]
+    for name, field in schema["properties"].items():
+        flag = "" if name in NOT_ON_THE_COMMAND_LINE else f"`{intent_flag(name)}`"
+        default = "" if field.get("default") is None else f"`{json.dumps(field['default'])}`"
+        rows.append(
+            f"| `{name}` | {cell(schema_kind(field, schema.get('$defs', {})))} | {default} | {flag} | "
+            f"{cell(field['description'])} |"
+        )
+    return rows
+
+
+# The role whose instances take an intent: its README lists the keys (scripts/role_docs.py renders them).
+INTENT_ROLE = "vllm_serve"
+
+
 def render(role: Path) -> str:
     specs = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
     main = specs["main"]
@@ -78,6 +116,16 @@ def render(role: Path) -> str:
     if main.get("description"):
         lines += [prose(main["description"]), ""]
     lines += ["## Variables", "", *table(main.get("options") or {}), ""]
+    if role.name == INTENT_ROLE:
+        lines += [
+            "## An instance's `intent`",
+            "",
+            "Generated from the planner's `Intent` (`sparkfleet.models.intent`), whose descriptions are also the "
+            "help of `sparkfleet plan`. Every key may be left out.",
+            "",
+            *intent_table(),
+            "",
+        ]
     for name, entry in specs.items():
         if name == "main":
             continue

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import types
+import typing
+from enum import Enum
 from typing import Any
 
 import psutil
 from pydantic import ValidationError
+from pydantic.fields import FieldInfo
 
 from .catalog import get_profile
 from .errors import PlanError, from_validation
@@ -16,15 +20,12 @@ from .hub import HubUnreachableError, profile_from_hub, read_hub_model
 from .localmodel import profile_from_dir
 from .models import (
     GIB,
-    ClusterBackend,
     HostFacts,
     Intent,
-    LoadStrategy,
     ModelProfile,
     NodePlacement,
     Platform,
     ServePlan,
-    SpeculativeMethod,
 )
 from .planning.choices import DEFAULT_VLLM
 from .planning.memory import GB10_REFERENCE_TOTAL_GIB
@@ -123,35 +124,61 @@ def _host(args: argparse.Namespace) -> tuple[HostFacts, str | None]:
     return host, note
 
 
+# The intent's fields the command line spells otherwise, and those it does not take (each with why).
+INTENT_FLAGS = {"max_context": "--context", "tensor_parallel_size": "--tp", "pipeline_parallel_size": "--pp",
+                "allow_yarn": "--yarn"}  # fmt: skip
+NOT_ON_THE_COMMAND_LINE = {
+    "socket": "set by the host plan behind the front door, never by a user",
+    "answer_check": "a question and its answer: the vllm_serve role's intent.answer_check",
+}
+# Read like a model (its config.json and safetensors headers) by an argument of its own: add_plan_args's --drafter.
+READ_LIKE_A_MODEL = {"drafter"}
+
+
+def intent_flag(field: str) -> str:
+    return INTENT_FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+def _types(annotation: Any) -> tuple[Any, ...]:
+    """The types a field's annotation allows, Annotated and None taken off."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _types(args[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return tuple(t for arg in args for t in _types(arg) if t is not type(None))
+    return (annotation,)
+
+
+def _intent_argument(name: str, field: FieldInfo) -> dict[str, Any]:
+    """The argparse settings of one intent field: its type, choices and default from the model, its help from the
+    field's description (the one text of it)."""
+    allowed = _types(field.annotation)
+    default = field.default.value if isinstance(field.default, Enum) else field.default
+    settings: dict[str, Any] = {"help": field.description, "dest": name}
+    if bool in allowed:
+        return settings | {"action": "store_true"}
+    if name == "chat_template_kwargs":
+        return settings | {"metavar": "JSON", "help": f"{field.description}, as JSON"}
+    kind = allowed[0]
+    if isinstance(kind, type) and issubclass(kind, Enum):
+        return settings | {"choices": [member.value for member in kind], "default": default}
+    return settings | {"type": kind if kind in (int, float) else str, "default": default}
+
+
+def add_intent_args(p: argparse.ArgumentParser) -> None:
+    for name, field in Intent.model_fields.items():
+        if name not in NOT_ON_THE_COMMAND_LINE and name not in READ_LIKE_A_MODEL:
+            p.add_argument(intent_flag(name), **_intent_argument(name, field))
+
+
 def _intent(args: argparse.Namespace, drafter: str | None) -> Intent:
-    return Intent(
-        drafter=drafter,
-        drafter_weights_gib=args.drafter_weights_gib,
-        max_context=args.context,
-        concurrency=args.concurrency,
-        profile=args.profile,
-        kv_cache_dtype=args.kv_cache_dtype,
-        speculative=args.speculative,
-        load=args.load,
-        num_speculative_tokens=args.num_speculative_tokens,
-        served_name=args.served_name,
-        host=args.host,
-        port=args.port,
-        api_key=args.api_key,
-        allow_unauthenticated_bind=args.allow_unauthenticated_bind,
-        tensor_parallel_size=args.tp,
-        pipeline_parallel_size=args.pp,
-        nodes=args.nodes,
-        cluster_backend=args.cluster_backend,
-        cluster_port=args.cluster_port,
-        allow_yarn=args.yarn,
-        allow_long_context=args.allow_long_context,
-        trust_remote_code=args.trust_remote_code,
-        gpu_memory_utilization=args.gpu_memory_utilization,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        host_reserve_gib=args.host_reserve_gib,
-        chat_template_kwargs=_template_kwargs(args.chat_template_kwargs),
-    )
+    given = {
+        name: getattr(args, name)
+        for name in Intent.model_fields
+        if name not in {*NOT_ON_THE_COMMAND_LINE, *READ_LIKE_A_MODEL}
+    }
+    given["chat_template_kwargs"] = _template_kwargs(args.chat_template_kwargs)
+    return Intent(**given, drafter=drafter)
 
 
 def _template_kwargs(text: str | None) -> dict[str, Any] | None:
@@ -183,17 +210,6 @@ def add_plan_args(p: argparse.ArgumentParser, model_optional: bool = False) -> N
         help="a capability the release (a fork) carries beyond --vllm-version; repeatable",
     )
     p.add_argument("--memory-gib", type=float, help="total memory (default: this host's MemTotal)")
-    p.add_argument("--context", type=int, help="max tokens per request (default: min(native, 65536))")
-    p.add_argument("--concurrency", type=int, default=4)
-    p.add_argument("--profile", choices=["interactive", "throughput", "memory-saver"], default="interactive")
-    p.add_argument("--kv-cache-dtype", choices=["auto", "fp8", "bf16"], default="auto")
-    p.add_argument("--speculative", choices=[m.value for m in SpeculativeMethod], default="none")
-    p.add_argument(
-        "--load",
-        choices=[m.value for m in LoadStrategy],
-        default="auto",
-        help="how vLLM reads the checkpoint; auto picks by platform, filesystem and the memory free while loading",
-    )
     p.add_argument("--model-fs", help="the filesystem type the model is read from (nfs, lustre, ext4, ...)")
     p.add_argument(
         "--drafter",
@@ -207,46 +223,10 @@ def add_plan_args(p: argparse.ArgumentParser, model_optional: bool = False) -> N
         help="where the model is staged on the host; vLLM loads it from there (and a draft bundled in it, such as "
         "assistant/, by its absolute path)",
     )
-    p.add_argument("--drafter-weights-gib", type=float, help="the drafter's weights, for one known only by its size")
-    p.add_argument("--num-speculative-tokens", type=int)
-    p.add_argument("--served-name")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--api-key", action="store_true", help="require VLLM_API_KEY (read from the env file)")
-    p.add_argument("--allow-unauthenticated-bind", action="store_true")
-    p.add_argument("--tp", type=int, default=1, help="tensor parallel size")
-    p.add_argument("--pp", type=int, default=1, help="pipeline parallel size")
-    p.add_argument("--nodes", type=int, default=1)
-    p.add_argument(
-        "--cluster-backend",
-        choices=[b.value for b in ClusterBackend],
-        default="auto",
-        help="how a multi-node instance's ranks meet: vLLM's own launch (native) or Ray; auto: native where vLLM has it",
-    )
-    p.add_argument("--cluster-port", type=int, default=29500, help="rank 0's rendezvous port (native)")
     p.add_argument("--node-rank", type=int, help="this node's rank of a native multi-node instance (0 serves the API)")
     p.add_argument("--master-addr", help="the head's address on the cluster link (native multi-node)")
     p.add_argument("--host-ip", help="this node's address on the cluster link (native multi-node)")
-    p.add_argument("--yarn", action="store_true", help="allow a context above the native limit (static YaRN)")
-    p.add_argument(
-        "--allow-long-context",
-        action="store_true",
-        help="allow a context above the config's limit that the publisher supports without a rope override",
-    )
-    p.add_argument(
-        "--trust-remote-code",
-        action="store_true",
-        help="run the Python code the model (or drafter) repository ships (its config.json auto_map); read it first",
-    )
-    p.add_argument(
-        "--chat-template-kwargs",
-        metavar="JSON",
-        help="the chat template settings every request gets, e.g. '{\"enable_thinking\": false}' (server default and the "
-        "readiness check)",
-    )
-    p.add_argument("--gpu-memory-utilization", type=float, help="predict what vLLM does at this utilization")
-    p.add_argument("--max-num-batched-tokens", type=int)
-    p.add_argument("--host-reserve-gib", type=float)
+    add_intent_args(p)
     p.add_argument("--weights-gib", type=float, help="override the profile's weights size")
     p.add_argument("--kv-bytes-per-token", type=int, help="override KV bytes per token (bf16, whole model)")
     p.add_argument("--json", action="store_true", help="print the ServePlan as JSON")

@@ -58,7 +58,6 @@ LONG_FUNCTIONS = {
     "planning.hostplan.plan_host": 95,
     "doctor.serving.instance_findings": 93,
     "hostconfig.webui.webui_plan": 92,
-    "planargs.add_plan_args": 84,
 }
 
 

@@ -115,47 +115,108 @@ _DRAFTER_DIR = re.compile(r"(/[A-Za-z0-9_][A-Za-z0-9._@+-]{0,254}){1,32}", re.AS
 
 
 class Intent(Strict):
-    max_context: Annotated[int, Field(ge=256)] | None = None
-    concurrency: Annotated[int, Field(ge=1, le=1024)] = 4
-    profile: ServeProfile = ServeProfile.INTERACTIVE
-    kv_cache_dtype: KvDtype = KvDtype.AUTO
-    speculative: SpeculativeMethod = SpeculativeMethod.NONE
-    load: LoadStrategy = LoadStrategy.AUTO
-    num_speculative_tokens: Annotated[int, Field(ge=1, le=32)] | None = None
-    # A separate draft checkpoint (hub id or local directory) for mtp, dflash, eagle3 or draft_model.
-    drafter: str | None = None
-    # Its weights' size, for a drafter known only by its size (else read from its safetensors).
-    drafter_weights_gib: Annotated[float, Field(gt=0)] | None = None
-    served_name: str | None = None
-    host: str = "127.0.0.1"
-    port: Annotated[int, Field(ge=1, le=65535)] = 8000
-    # Set by the host plan, never by a user: behind the front door a single-node instance serves on this
-    # Unix socket (vLLM's --uds) instead of host:port, in a network namespace of its own.
-    socket: Annotated[str, Field(pattern=_SOCKET_PATH)] | None = None
-    api_key: bool = False
-    allow_unauthenticated_bind: bool = False
-    tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
-    pipeline_parallel_size: Annotated[int, Field(ge=1, le=64)] = 1
-    nodes: Annotated[int, Field(ge=1, le=64)] = 1
-    cluster_backend: ClusterBackend = ClusterBackend.AUTO
-    # The head's torch.distributed rendezvous port of a native multi-node instance (--master-port).
-    cluster_port: Annotated[int, Field(ge=1024, le=65535)] = 29500
-    allow_yarn: bool = False
-    allow_long_context: bool = False
-    # Run the code a model repository ships, where the target vLLM needs it: true, or the commit whose code was read.
-    trust_remote_code: bool | str = False
-    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
-    max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = None
-    # The largest request body the front door forwards to this instance (MiB); null sizes it to the context.
-    max_request_mib: Annotated[int, Field(ge=1, le=1024)] | None = None
-    # The question this instance is ready by, when the default (sparkfleet.planning.answers) does not fit it.
-    answer_check: KnownAnswer | None = None
-    # Server-wide chat template settings (e.g. {enable_thinking: false}), over the profile's own.
-    chat_template_kwargs: TemplateKwargs | None = None
-    # A chat template file on the host that replaces the model's own (vLLM's --chat-template); the vllm_serve role
-    # writes an instance's `chat_template` (a controller file) there.
-    chat_template: str | None = None
-    host_reserve_gib: Annotated[float, Field(ge=0)] | None = None
+    """What the user asks of one instance. Each field's description is the one text of it: the CLI's help
+    (sparkfleet.planargs), the vllm_serve role's docs (scripts/role_docs.py) and this model read it."""
+
+    max_context: Annotated[int, Field(ge=256)] | None = Field(
+        None,
+        description="the longest request in tokens (prompt and answer); default the model's native limit, at most 65536",
+    )
+    concurrency: Annotated[int, Field(ge=1, le=1024)] = Field(
+        4, description="requests served at once at max_context; the KV cache is sized for them"
+    )
+    profile: ServeProfile = Field(
+        ServeProfile.INTERACTIVE,
+        description="what the flags favour: interactive (latency), throughput (batch size) or memory-saver (room)",
+    )
+    kv_cache_dtype: KvDtype = Field(
+        KvDtype.AUTO,
+        description="the KV cache's element type: auto (fp8 where the model recommends it, its MTP draft needs it or the "
+        "profile is memory-saver, else the model's own), fp8 or bf16",
+    )
+    speculative: SpeculativeMethod = Field(
+        SpeculativeMethod.NONE, description="speculative decoding: none, ngram, suffix, mtp, dflash, eagle3 or draft_model"
+    )
+    load: LoadStrategy = Field(
+        LoadStrategy.AUTO,
+        description="how vLLM reads the checkpoint; auto picks by platform, filesystem and the memory free while loading",
+    )
+    num_speculative_tokens: Annotated[int, Field(ge=1, le=32)] | None = Field(
+        None, description="draft tokens per step (1 to 32); default the model's own for mtp and dflash, else the method's"
+    )
+    drafter: str | None = Field(
+        None,
+        description="a separate draft checkpoint for mtp, dflash, eagle3 or draft_model: a hub id ORG/NAME[@REVISION] "
+        "or an absolute directory",
+    )
+    drafter_weights_gib: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="the drafter's weights in GiB, for one known only by its size (else read from its safetensors)"
+    )
+    served_name: str | None = Field(None, description="the model name clients ask for; default the model id")
+    host: str = Field("127.0.0.1", description="the address vLLM binds (behind the front door: none, a Unix socket)")
+    port: Annotated[int, Field(ge=1, le=65535)] = Field(8000, description="the port vLLM binds")
+    socket: Annotated[str, Field(pattern=_SOCKET_PATH)] | None = Field(
+        None,
+        description="set by the host plan, never by a user: behind the front door a single-node instance serves on "
+        "this Unix socket (vLLM's --uds) instead of host:port, in a network namespace of its own",
+    )
+    api_key: bool = Field(False, description="require VLLM_API_KEY, read from the instance's env file")
+    allow_unauthenticated_bind: bool = Field(
+        False, description="let an instance without an API key bind beyond loopback (refused otherwise)"
+    )
+    tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = Field(1, description="tensor parallel size")
+    pipeline_parallel_size: Annotated[int, Field(ge=1, le=64)] = Field(1, description="pipeline parallel size")
+    nodes: Annotated[int, Field(ge=1, le=64)] = Field(
+        1, description="the Sparks one instance spans (the members of its cluster, the head first)"
+    )
+    cluster_backend: ClusterBackend = Field(
+        ClusterBackend.AUTO,
+        description="how a multi-node instance's ranks meet: vLLM's own launch (native) or Ray; auto: native where "
+        "vLLM has it",
+    )
+    cluster_port: Annotated[int, Field(ge=1024, le=65535)] = Field(
+        29500, description="rank 0's torch.distributed rendezvous port of a native multi-node instance (--master-port)"
+    )
+    allow_yarn: bool = Field(False, description="allow a context above the native limit (static YaRN)")
+    allow_long_context: bool = Field(
+        False,
+        description="allow a context above the config's limit that the publisher supports without a rope override",
+    )
+    trust_remote_code: bool | str = Field(
+        False,
+        description="run the Python code the model (or drafter) repository ships where the target vLLM needs it: "
+        "true, or the commit (40 hexadecimal digits) whose code you read",
+    )
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        None,
+        description="the share of memory vLLM may take (--gpu-memory-utilization); default the plan's own, refused "
+        "where the host cannot give it",
+    )
+    max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = Field(
+        None, description="tokens one scheduler step takes; default by profile and concurrency"
+    )
+    max_request_mib: Annotated[int, Field(ge=1, le=1024)] | None = Field(
+        None,
+        description="the largest request body (MiB) the front door forwards to this instance; default sized to the context",
+    )
+    answer_check: KnownAnswer | None = Field(
+        None,
+        description="the question (and answer) this instance is ready by, where the default (sparkfleet.planning.answers) "
+        "does not fit it",
+    )
+    chat_template_kwargs: TemplateKwargs | None = Field(
+        None,
+        description="the chat template settings every request gets (e.g. {enable_thinking: false}), over the model "
+        "profile's own: the server's default and the readiness check's",
+    )
+    chat_template: str | None = Field(
+        None,
+        description="a chat template file on the host that replaces the model's own (vLLM's --chat-template); the "
+        "vllm_serve role writes an instance's chat_template (a controller file) there",
+    )
+    host_reserve_gib: Annotated[float, Field(ge=0)] | None = Field(
+        None, description="memory (GiB) the plan leaves to the host and its other services; default the platform's reserve"
+    )
 
     @field_validator("trust_remote_code")
     @classmethod
