@@ -196,6 +196,12 @@ def test_values_that_bypassed_validation_are_still_one_token_or_refused(
     plan = host_plan(FACTS, [item], "vllm_serve_instances").model_dump(mode="json")
     this = plan["instances"]["tiny"]
     this["served_name"] = served_name
+    # The unit reads the plan's flags (argv is made from them): the values go in as flags, the argv to match.
+    this["flags"] = [
+        *this["flags"],
+        {"name": "--served-model-name", "values": [served_name], "reason": "a test", "source": "a test"},
+        {"name": "--chat-template", "values": [argument], "reason": "a test", "source": "a test"},
+    ]
     this["argv"] = [*this["argv"], "--served-model-name", served_name, "--chat-template", argument]
     this["env"] = {**this["env"], "SPARKFLEET_FUZZ": env_value}
     this["environment"] = [
