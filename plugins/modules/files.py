@@ -14,8 +14,8 @@ description:
   - Writes each file whose content differs, atomically (a temporary file in the same directory,
     validated, then renamed over the old one), and sets its owner, group and mode when they differ,
     like M(ansible.builtin.copy) with O(files[].content), for a whole list at once.
-  - Render templates on the controller with the P(ansible.builtin.template#lookup) lookup and pass
-    the text; a converged host costs one module call instead of two per file.
+  - Templates are rendered on the controller (O(templates)) and written with the files; a converged host costs one
+    module call instead of two per file.
   - The action plugin of the same name runs the module with target syslog off, so file contents
     never reach the host's journal, and builds the diff on the controller.
   - A file the validate command refuses is left as it was, and so is every file after it in the list.
@@ -91,6 +91,47 @@ options:
         description:
           - When set, the parent directory is created if missing and given this mode, with the
             file's owner and group. When unset, a missing parent directory fails the task.
+        type: str
+      diff:
+        description: Whether diff mode shows this file's content; set V(false) for files holding secrets.
+        type: bool
+        default: true
+  templates:
+    description:
+      - Files rendered from the role's templates on the controller (as the P(ansible.builtin.template#lookup) lookup
+        renders them, with the task's variables and the entry's own O(templates[].vars)) and then written as
+        O(files) are, after them and in the same call.
+    type: list
+    elements: dict
+    default: []
+    version_added: 0.13.0
+    suboptions:
+      src:
+        description: The template, found like the template lookup finds it (the role's C(templates) directory first).
+        type: str
+        required: true
+      dest:
+        description: Absolute path of the file.
+        type: path
+        required: true
+      vars:
+        description: Variables the template sees beside the task's (the template lookup's C(template_vars)).
+        type: dict
+        default: {}
+      owner:
+        description: Owner name or uid; unchanged when unset.
+        type: str
+      group:
+        description: Group name or gid; unchanged when unset.
+        type: str
+      mode:
+        description: Octal mode as a string (C("0644")); unchanged when unset.
+        type: str
+      validate:
+        description: As O(files[].validate).
+        type: str
+      parent_mode:
+        description: As O(files[].parent_mode).
         type: str
       diff:
         description: Whether diff mode shows this file's content; set V(false) for files holding secrets.
@@ -408,10 +449,31 @@ def main():
                     "seed": {"type": "path"},
                 },
             },
+            # Rendered into files by the action plugin before the module runs; never here.
+            "templates": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {
+                    "src": {"type": "str", "required": True},
+                    "dest": {"type": "path", "required": True},
+                    "vars": {"type": "dict", "default": {}},
+                    "owner": {"type": "str"},
+                    "group": {"type": "str"},
+                    "mode": {"type": "str"},
+                    "validate": {"type": "str"},
+                    "parent_mode": {"type": "str"},
+                    "diff": {"type": "bool", "default": True},
+                },
+            },
             "absent": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,
     )
+    if module.params["templates"]:
+        module.fail_json(
+            msg="files: templates are rendered by the action plugin of the same name; run the module through it"
+        )
     files = module.params["files"]
     directories = module.params["directories"]
     absent = module.params["absent"]

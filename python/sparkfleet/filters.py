@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic import ValidationError
+
 from . import adapters, bench, modelsource, recipes, storage, versions
 from .doctor import journal_pattern
-from .hostconfig import hardening, unitfile, webui
+from .errors import from_validation
+from .hostconfig import hardening, instancefiles, unitfile, webui
 from .models import Intent, Platform
 from .planning import loading
 from .planning.planner import plan
@@ -41,6 +44,12 @@ def bench_summary(  # noqa: PLR0917 - a filter's arguments are positional in Jin
         raise ValueError(f"unreadable benchmark run: {exc!r}") from exc
 
 
+def changed_instances(names: Any, changed_files: Any, templates_changed: Any = None) -> dict[str, bool]:
+    return instancefiles.changed_instances(
+        [str(n) for n in names or []], [str(f) for f in changed_files or []], [str(t) for t in templates_changed or []]
+    )
+
+
 def cluster_check(nodes: Any, head: Any, interface: Any) -> list[str]:
     return adapters.cluster_check(nodes, str(head), str(interface))
 
@@ -63,6 +72,14 @@ def front_door(host_plan: Any, settings: Any, variable: Any = "front_door") -> d
 
 def host_plan(facts: Any, instances: Any, label: Any = "instances", behind_door: Any = False) -> dict[str, Any]:
     return adapters.host_plan(facts, instances, str(label), behind_door).model_dump(mode="json")
+
+
+def instance_files(host_plan: Any, instances: Any, layout: Any) -> dict[str, Any]:
+    try:
+        files_layout = instancefiles.FilesLayout.model_validate(layout)
+    except ValidationError as exc:
+        raise from_validation(exc, "instance_files layout", ".") from exc
+    return instancefiles.instance_files(host_plan or {}, list(instances or []), files_layout)
 
 
 def install_recipe(inputs: Any, root: Any, lock: Any) -> dict[str, Any]:

@@ -306,3 +306,27 @@ def test_a_new_directory_starts_from_its_seed_without_following_links_and_only_o
     again = run_module("files", wanted)
     assert again["changed"] is False and not (made / "later").exists()
     assert (seed / "index").read_text() == "1\n" and (seed / "kernels" / "a.so").stat().st_mode & 0o4000
+
+
+def test_templates_are_rendered_here_with_their_vars_and_written_like_files(tmp_path: Path) -> None:
+    template = tmp_path / "unit.j2"
+    template.write_text("name={{ __who.name }} host={{ inventory_hostname }}\n")
+    dest = tmp_path / "unit.conf"
+    spec = {"src": str(template), "dest": str(dest), "vars": {"__who": {"name": "tiny"}}, "mode": "0640"}
+    checked = run_module("files", {"templates": [spec]}, "--check", "--diff")
+    assert checked["changed"] is True and not dest.exists()
+    assert checked["diff"][0]["after"] == "name=tiny host=localhost\n"
+    written = run_module("files", {"files": [entry(tmp_path / "first", "1\n")], "templates": [spec]})
+    # The files first, then the templates, in one call.
+    assert written["changed_files"] == [str(tmp_path / "first"), str(dest)]
+    assert dest.read_text() == "name=tiny host=localhost\n" and oct(dest.stat().st_mode & 0o777) == "0o640"
+    assert run_module("files", {"templates": [spec]})["changed"] is False
+
+
+def test_a_template_entry_without_its_source_or_with_an_unknown_key_fails_before_any_change(tmp_path: Path) -> None:
+    dest = tmp_path / "never"
+    missing = run_module("files", {"templates": [{"dest": str(dest)}]})
+    assert missing.get("failed") is True and "templates[0]" in str(missing["msg"]) and "src" in str(missing["msg"])
+    unknown = run_module("files", {"templates": [{"src": "x.j2", "dest": str(dest), "content": "y"}]})
+    assert unknown.get("failed") is True and "unknown keys ['content']" in str(unknown["msg"])
+    assert not dest.exists()
