@@ -12,7 +12,8 @@ name alone, and the comparison says in how many.
 
 Each case is what `sparkfleet plan --json` prints for it (a refusal is dumped as its message, so refusals must stay
 the same too): every catalog model on a Spark (vLLM 0.33.0 and 0.32.0) and on the cpu platform, under each profile,
-with and without fp8 KV, and trusting the repository's code; every config of tests/fixtures/configs, staged in a
+with and without fp8 KV, and trusting the repository's code; what a host is given (host_dump.py: host plans, the
+front door's and the chat UI's plans, every unit kind's sandbox); every config of tests/fixtures/configs, staged in a
 directory of its own under a fixed path (the plans name it). Host memory is given, never read from this machine.
 """
 
@@ -24,14 +25,18 @@ import json
 import re
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from sparkfleet.catalog import load_catalog
 from sparkfleet.errors import PlanError
 from sparkfleet.planargs import add_plan_args, make_plan
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import host_dump  # noqa: E402 - a sibling script, found once its directory is on the path
+
 FIXTURES = ROOT / "tests" / "fixtures" / "configs"
 STAGED = Path("/tmp/sparkfleet-plan-dump-models")
 HOSTS = {"gb10-0.33": ["--platform", "gb10", "--vllm-version", "0.33.0", "--memory-gib", "121.69"],
@@ -67,12 +72,27 @@ def dump_one(argv: list[str]) -> str:
     return json.dumps({"plan": served.model_dump(mode="json"), "note": note}, indent=2) + "\n"
 
 
+def dump_host(make: Callable[[], Any]) -> str:
+    """One host output as JSON (a pydantic model, or a list of them), or its refusal's message."""
+    try:
+        made = make()
+    except (PlanError, ValueError) as exc:
+        return json.dumps({"refused": str(exc)}, indent=2) + "\n"
+    plain = [m.model_dump(mode="json") for m in made] if isinstance(made, list) else made.model_dump(mode="json")
+    return json.dumps(plain, indent=2) + "\n"
+
+
 def dump(out: Path) -> int:
     count = 0
     for name, argv in cases():
         path = out / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(dump_one(argv))
+        count += 1
+    for name, make in host_dump.cases():
+        path = out / "host" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(dump_host(make))
         count += 1
     print(f"{count} plans in {out}")
     return 0

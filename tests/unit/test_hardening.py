@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from sparkfleet.errors import PlanError
-from sparkfleet.hostconfig.hardening import NVIDIA_DEVICES, UnitKind, check_clients, ip_policy, sandbox
+from sparkfleet.hostconfig.directives import NVIDIA_DEVICES, ip_policy
+from sparkfleet.hostconfig.hardening import UnitKind, check_clients, sandbox
 from sparkfleet.models import Platform
 
 SOCKET = "/run/sparkfleet-vllm-chat/api.sock"

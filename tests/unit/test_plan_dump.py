@@ -57,3 +57,16 @@ def test_a_declared_rename_is_the_only_difference_allowed(tmp_path: Path, capsys
     # A rename hides nothing else: a number that changed beside it is still a difference.
     (after / "m" / "a.json").write_text(json.dumps({"source": "issue 30; sparkfleet.hostconfig.door", "gib": 2}))
     assert plan_dump.compare(before, after, renamed) == 1
+
+
+def test_what_a_host_is_given_is_dumped_for_every_unit_kind_and_door() -> None:
+    names = [name for name, _ in plan_dump.host_dump.cases()]
+    assert len(names) == len(set(names))
+    kinds = {name.split("/")[1].split("-")[0] for name in names if name.startswith("sandbox/")}
+    assert kinds == {kind.value for kind in plan_dump.host_dump.hardening.UnitKind}
+    door = json.loads(plan_dump.dump_host(dict(plan_dump.host_dump.cases())["door/two-behind-door-clients-webui.json"]))
+    assert [route["instance"] for route in door["routes"]] == ["chat", "coder"] and door["webui"]["port"] == 8443
+    refused = json.loads(plan_dump.dump_host(lambda: plan_dump.host_dump.hardening.sandbox(
+        plan_dump.host_dump.hardening.UnitKind.LINK_TEST, plan_dump.host_dump.Platform.GB10
+    )))  # fmt: skip
+    assert set(refused) == {"refused"}

@@ -2,7 +2,9 @@
 
 In: a ServePlan or HostPlan (sparkfleet.planning) and the role's settings.
 Out: plain values the templates render, each with its reason, never a decision left to Jinja:
-- hardening, unitfile: every unit's systemd sandbox, and one token per unit value (or a refusal);
+- hardening, directives, unitfile: every unit kind's systemd sandbox (from the directives all share), and one
+  token per unit value (or a refusal);
+- instancefiles: what the vllm_serve role writes for each instance, and which instances restart after a write;
 - door: the front door (nginx, its router and its keys) in front of the loopback-only instances;
 - webui: the optional chat UI, its locked install and its settings;
 - monitoring: Prometheus' scrape targets, alert rules and the Grafana dashboard;

@@ -273,9 +273,8 @@ def _paths_of(served: ServePlan) -> list[str]:
     return list(POOLING_PATHS if served.runner == "pooling" else GENERATE_PATHS)
 
 
-def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "front_door") -> DoorPlan:
-    """Routes, allow-list and limits of the door in front of every instance of `host_plan`."""
-    _check_clients(settings.clients, f"{variable}_clients")
+def _check_door_port(host_plan: HostPlan, settings: DoorSettings, variable: str) -> None:
+    """The door's port (and the chat UI's) must be free: no instance's, none reserved."""
     taken = {ep.port: name for name, ep in host_plan.endpoints.items()}
     if settings.port in taken:
         raise PlanError(
@@ -288,6 +287,10 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
         raise PlanError(f"{variable}_port", f"{settings.port} is {RESERVED_PORTS[settings.port]}", ("443", "8443"))
     if settings.webui:
         _check_webui_ports(settings.webui, settings.port, taken, variable)
+
+
+def door_routes(host_plan: HostPlan, settings: DoorSettings) -> list[DoorRoute]:
+    """One route per model name, to its instance's socket (or loopback port); a name served twice is refused."""
     routes: list[DoorRoute] = []
     owners: dict[str, str] = {}
     for name, served in sorted(host_plan.instances.items()):
@@ -316,22 +319,32 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
                 max_body_mib=min(served.max_request_mib, settings.limits.max_body_mib or served.max_request_mib),
             )
         )
-    paths = sorted({p for r in routes for p in r.paths})
-    max_body = max((r.max_body_mib for r in routes), default=1)
-    memory_max = door_memory_mib(len(settings.clients), settings.limits.concurrency, max_body)
-    memory_why = (
-        f"nginx may hold {memory_max} MiB (MemoryMax: {len(settings.clients)} keys x {settings.limits.concurrency} "
-        f"requests x {max_body} MiB of body x {BODY_COPIES_IN_FLIGHT} (its buffer and the router's copy, "
-        f"measured) + {NGINX_BASE_MIB} MiB for nginx); "
-        "past it the kernel stops the door, never vLLM"
+    return routes
+
+
+def _activator(host_plan: HostPlan, settings: DoorSettings) -> Activator | None:
+    """What starts the on-demand instances on their first request and stops them idle, when there are any."""
+    if not host_plan.on_demand:
+        return None
+    return Activator(
+        budget_gib=host_plan.on_demand_budget_gib,
+        wait_s=settings.limits.on_demand_wait_s,
+        instances={
+            name: Switched(
+                unit=f"sparkfleet-vllm-{name}.service",
+                url=host_plan.endpoints[name].local_url,
+                socket=host_plan.endpoints[name].socket,
+                footprint_gib=switched.footprint_gib,
+                idle_stop_after_s=switched.idle_stop_after_s,
+            )
+            for name, switched in sorted(host_plan.on_demand.items())
+        },
     )
-    models: dict[str, object] = {
-        "object": "list",
-        "data": [
-            {"id": r.served_name, "object": "model", "owned_by": "sparkfleet", "max_model_len": r.max_model_len}
-            for r in routes
-        ],
-    }
+
+
+def _door_reasons(
+    routes: list[DoorRoute], paths: list[str], memory_why: str, activator: Activator | None, settings: DoorSettings
+) -> list[str]:
     on_sockets = [r.instance for r in routes if r.upstream.startswith("unix:")]
     reasons = [
         "vLLM's --api-key guards only /v1, so the door checks a key on every path; "
@@ -350,22 +363,7 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
         + " (each instance's plan sizes it to its context; 413 above)",
         memory_why,
     ]
-    activator = None
-    if host_plan.on_demand:
-        activator = Activator(
-            budget_gib=host_plan.on_demand_budget_gib,
-            wait_s=settings.limits.on_demand_wait_s,
-            instances={
-                name: Switched(
-                    unit=f"sparkfleet-vllm-{name}.service",
-                    url=host_plan.endpoints[name].local_url,
-                    socket=host_plan.endpoints[name].socket,
-                    footprint_gib=switched.footprint_gib,
-                    idle_stop_after_s=switched.idle_stop_after_s,
-                )
-                for name, switched in sorted(host_plan.on_demand.items())
-            },
-        )
+    if activator:
         reasons.append(
             f"on demand: {', '.join(activator.instances)} start on their first request (waiting up to "
             f"{activator.wait_s} s) and stop idle; together they may hold {activator.budget_gib:.1f} GiB beside "
@@ -377,6 +375,31 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
             f"{settings.webui.upstream_port}; it signs people in itself and reaches the models through this door "
             "with its own client key"
         )
+    return reasons
+
+
+def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "front_door") -> DoorPlan:
+    """Routes, allow-list and limits of the door in front of every instance of `host_plan`."""
+    _check_clients(settings.clients, f"{variable}_clients")
+    _check_door_port(host_plan, settings, variable)
+    routes = door_routes(host_plan, settings)
+    paths = sorted({p for r in routes for p in r.paths})
+    max_body = max((r.max_body_mib for r in routes), default=1)
+    memory_max = door_memory_mib(len(settings.clients), settings.limits.concurrency, max_body)
+    memory_why = (
+        f"nginx may hold {memory_max} MiB (MemoryMax: {len(settings.clients)} keys x {settings.limits.concurrency} "
+        f"requests x {max_body} MiB of body x {BODY_COPIES_IN_FLIGHT} (its buffer and the router's copy, "
+        f"measured) + {NGINX_BASE_MIB} MiB for nginx); "
+        "past it the kernel stops the door, never vLLM"
+    )
+    models: dict[str, object] = {
+        "object": "list",
+        "data": [
+            {"id": r.served_name, "object": "model", "owned_by": "sparkfleet", "max_model_len": r.max_model_len}
+            for r in routes
+        ],
+    }
+    activator = _activator(host_plan, settings)
     return DoorPlan(
         address=settings.address,
         port=settings.port,
@@ -388,7 +411,7 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
         models=models,
         clients=settings.clients,
         limits=settings.limits,
-        reasons=reasons,
+        reasons=_door_reasons(routes, paths, memory_why, activator, settings),
         activator=activator,
         webui=settings.webui,
         max_body_mib=max_body,

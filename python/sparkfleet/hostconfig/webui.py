@@ -22,8 +22,8 @@ from ..errors import PlanError, from_validation
 from ..models import Strict, planned_flag
 from ..release import LockedPackage, Target, parse_lock
 from ..resolver import DEFAULT_CACHE, RESOLVE_TIMEOUT_S, _locked, _run, uv_binary
-from .hardening import WEBUI_CACHE_DIRECTORY as CACHE_DIRECTORY
-from .hardening import WEBUI_STATE_DIRECTORY as STATE_DIRECTORY
+from .directives import WEBUI_CACHE_DIRECTORY as CACHE_DIRECTORY
+from .directives import WEBUI_STATE_DIRECTORY as STATE_DIRECTORY
 
 PACKAGE = "open-webui"
 # Left out of the lock, so a Spark does not install a second torch (a multi-GB CUDA build on aarch64) for
