@@ -13,6 +13,7 @@ import json
 import re
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -186,40 +187,34 @@ class WebuiPlan(Strict):
     database: str
 
 
-def webui_plan(
-    settings: WebuiSettings,
-    *,
-    door_url: str,
-    browser_url: str,
-    door_certificate: str,
-    models: list[str],
-    root: str,
-    tool_calls: bool = False,
-    extra_origins: tuple[str, ...] = (),
-) -> WebuiPlan:
-    """How Open WebUI runs: where it listens, how it reaches the door and what it may not do."""
-    if settings.default_model and settings.default_model not in models:
-        raise PlanError(
-            "webui_default_model",
-            f"{settings.default_model!r} is not a model of this host (served: {', '.join(models) or 'none'})",
-        )
-    if settings.default_model and not _MODEL_NAME.fullmatch(settings.default_model):
-        raise PlanError("webui_default_model", "must be a served model name")
-    default = settings.default_model or (models[0] if models else "")
-    origins = [browser_url, *(o for o in extra_origins if o != browser_url)]
+@dataclass(frozen=True)
+class WebuiReach:
+    """How the UI reaches the door, and what the door's models take."""
+
+    door_url: str
+    door_certificate: str
+    tool_calls: bool
+    extra_origins: tuple[str, ...]
+
+
+def _environment(browser_url: str, default: str, reach: WebuiReach) -> list[Setting]:
+    """Open WebUI's settings, each with its reason: its state, the door as its only way to the models, no telemetry,
+    no sign-up, no extra generations."""
     state = f"/var/lib/{STATE_DIRECTORY}"
     cache = f"/var/cache/{CACHE_DIRECTORY}"
+    origins = [browser_url, *(o for o in reach.extra_origins if o != browser_url)]
     env = [
         Setting(name="DATA_DIR", value=state, reason="its accounts and chats, in systemd's StateDirectory"),
         Setting(name="HOME", value=state, reason="its user has no home; libraries that write to ~ write here"),
         Setting(name="XDG_CACHE_HOME", value=cache, reason="caches in systemd's CacheDirectory"),
         Setting(name="STATIC_DIR", value=f"{cache}/static",
                 reason="it copies its static files at every start; its release is read-only"),
-        Setting(name="OPENAI_API_BASE_URL", value=f"{door_url}/v1",
+        Setting(name="OPENAI_API_BASE_URL", value=f"{reach.door_url}/v1",
                 reason="every model of the host through the front door, as a client with its own key"),
-        Setting(name="SSL_CERT_FILE", value=door_certificate, reason="the door's certificate is the only one it trusts"),
-        Setting(name="REQUESTS_CA_BUNDLE", value=door_certificate, reason="the same for the requests library"),
-        Setting(name="AIOHTTP_CLIENT_SSL_CERT_FILE", value=door_certificate,
+        Setting(name="SSL_CERT_FILE", value=reach.door_certificate,
+                reason="the door's certificate is the only one it trusts"),
+        Setting(name="REQUESTS_CA_BUNDLE", value=reach.door_certificate, reason="the same for the requests library"),
+        Setting(name="AIOHTTP_CLIENT_SSL_CERT_FILE", value=reach.door_certificate,
                 reason="the same for its model calls (aiohttp), which otherwise trust certifi's bundle only"),
         Setting(name="ENABLE_OLLAMA_API", value="false", reason="no Ollama on a Spark; vLLM serves every model"),
         Setting(name="OFFLINE_MODE", value="true", reason="no update checks or downloads at run time"),
@@ -245,7 +240,7 @@ def webui_plan(
     ]  # fmt: skip
     if default:
         env.append(Setting(name="DEFAULT_MODELS", value=default, reason="the model a new chat starts with"))
-    if not tool_calls:
+    if not reach.tool_calls:
         env.append(
             Setting(
                 name="DEFAULT_MODEL_PARAMS",
@@ -253,6 +248,32 @@ def webui_plan(
                 reason="the host's models are served without a tool-call parser: no tool definitions in every prompt",
             )
         )
+    return env
+
+
+def webui_plan(
+    settings: WebuiSettings,
+    *,
+    door_url: str,
+    browser_url: str,
+    door_certificate: str,
+    models: list[str],
+    root: str,
+    tool_calls: bool = False,
+    extra_origins: tuple[str, ...] = (),
+) -> WebuiPlan:
+    """How Open WebUI runs: where it listens, how it reaches the door and what it may not do."""
+    if settings.default_model and settings.default_model not in models:
+        raise PlanError(
+            "webui_default_model",
+            f"{settings.default_model!r} is not a model of this host (served: {', '.join(models) or 'none'})",
+        )
+    if settings.default_model and not _MODEL_NAME.fullmatch(settings.default_model):
+        raise PlanError("webui_default_model", "must be a served model name")
+    default = settings.default_model or (models[0] if models else "")
+    reach = WebuiReach(door_url, door_certificate, tool_calls, extra_origins)
+    state = f"/var/lib/{STATE_DIRECTORY}"
+    env = _environment(browser_url, default, reach)
     upstream = f"127.0.0.1:{settings.port}"
     return WebuiPlan(
         upstream=upstream,

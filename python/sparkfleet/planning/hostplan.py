@@ -263,21 +263,8 @@ def _admit_starts(host: HostFacts, requests: list[InstanceRequest], plans: dict[
             )
 
 
-def plan_host(
-    host: HostFacts, requests: list[InstanceRequest], label: str = "instances", behind_door: bool = False
-) -> HostPlan:
-    """Plan each instance, then refuse a set that clashes on a port or does not fit in memory together.
-
-    behind_door: the front door is the only way in, so every instance that serves an API here does so on its socket.
-    """
-    _check_names_and_ports(requests, label)
-    if behind_door:
-        requests = [
-            r.model_copy(update={"intent": r.intent.model_copy(update={"socket": socket_path(r.name)})})
-            if on_socket(r)
-            else r
-            for r in requests
-        ]
+def _plan_each(host: HostFacts, requests: list[InstanceRequest], label: str) -> dict[str, ServePlan]:
+    """Each instance's plan; a refusal names the instance and its place in the list."""
     plans: dict[str, ServePlan] = {}
     for index, request in enumerate(requests):
         try:
@@ -293,6 +280,12 @@ def plan_host(
             )
         except PlanError as exc:
             raise type(exc)(f"{label}[{index}] ({request.name}) {exc.variable}", exc.problem, exc.suggestions) from exc
+    return plans
+
+
+def _host_room(host: HostFacts, requests: list[InstanceRequest], instances: int) -> tuple[float, float]:
+    """(the reserve the host keeps, what is left for vLLM): the smallest reserve an instance asks for, else the
+    platform's; on GB10 no more than vLLM's utilization cap and each process's baseline allow."""
     total = host.mem_total_gib
     reserve = min(
         (r.intent.host_reserve_gib for r in requests if r.intent.host_reserve_gib is not None),
@@ -300,9 +293,14 @@ def plan_host(
     )
     usable = total - reserve
     if host.platform is Platform.GB10:
-        usable = min(usable, mem.GB10_MAX_UTILIZATION * total + mem.PROCESS_BASELINE_GIB[host.platform] * len(plans))
-    always = {r.name: footprint_gib(plans[r.name]) for r in requests if not r.on_demand}
-    switched = {r.name: footprint_gib(plans[r.name]) for r in requests if r.on_demand}
+        usable = min(usable, mem.GB10_MAX_UTILIZATION * total + mem.PROCESS_BASELINE_GIB[host.platform] * instances)
+    return reserve, usable
+
+
+def _check_fit(
+    requests: list[InstanceRequest], always: dict[str, float], switched: dict[str, float], usable: float, label: str
+) -> None:
+    """The always-on instances fit together; each on-demand one fits beside them on its own."""
     used = sum(always.values())
     if len(always) > 1 and used > usable:
         shares = ", ".join(f"{name} {gib:.1f}" for name, gib in always.items())
@@ -326,8 +324,30 @@ def plan_host(
                 "an on-demand instance must fit beside them on its own",
                 ("a smaller max_context or concurrency on it", "on_demand: true on an always-on instance too"),
             )
+
+
+def plan_host(
+    host: HostFacts, requests: list[InstanceRequest], label: str = "instances", behind_door: bool = False
+) -> HostPlan:
+    """Plan each instance, then refuse a set that clashes on a port or does not fit in memory together.
+
+    behind_door: the front door is the only way in, so every instance that serves an API here does so on its socket.
+    """
+    _check_names_and_ports(requests, label)
+    if behind_door:
+        requests = [
+            r.model_copy(update={"intent": r.intent.model_copy(update={"socket": socket_path(r.name)})})
+            if on_socket(r)
+            else r
+            for r in requests
+        ]
+    plans = _plan_each(host, requests, label)
+    reserve, usable = _host_room(host, requests, len(plans))
+    always = {r.name: footprint_gib(plans[r.name]) for r in requests if not r.on_demand}
+    switched = {r.name: footprint_gib(plans[r.name]) for r in requests if r.on_demand}
+    used = sum(always.values())
+    _check_fit(requests, always, switched, usable, label)
     _admit_starts(host, requests, plans, label)
-    peak = used + max(switched.values(), default=0.0)
     headless = {r.name for r in requests if r.headless}
     accounts = {name: instance_account(name) for name, served in plans.items() if own_account(served)}
     if len(set(accounts.values())) < len(accounts):
@@ -342,9 +362,9 @@ def plan_host(
             for r in requests
             if not r.headless
         },
-        footprint_gib=round(peak, 2),
+        footprint_gib=round(used + max(switched.values(), default=0.0), 2),
         usable_gib=round(usable, 2),
-        mem_total_gib=round(total, 2),
+        mem_total_gib=round(host.mem_total_gib, 2),
         host_reserve_gib=reserve,
         on_demand={
             r.name: OnDemand(footprint_gib=round(switched[r.name], 2), idle_stop_after_s=r.idle_stop_after_s)
