@@ -49,11 +49,9 @@ def test_each_wing_imports_only_the_wings_below_it() -> None:
 
 
 MAX_FUNCTION_LINES = 80
-# The long functions issue 48 is to shorten into named stages: none may grow past its length when this was written,
-# and one that is shortened comes off the list (the test says when).
-LONG_FUNCTIONS = {
-    "doctor.serving.instance_findings": 93,
-}
+# Functions allowed past MAX_FUNCTION_LINES, each at most its length here; issue 48 shortened the last eight into named
+# stages, and one listed again must say why. One that is shortened comes off the list (the test says when).
+LONG_FUNCTIONS: dict[str, int] = {}
 
 
 def function_lengths() -> dict[str, int]:

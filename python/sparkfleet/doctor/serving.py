@@ -96,14 +96,10 @@ def _ratio_detail(what: str, reported: float, planned: float, unit: str = "") ->
     return status, f"{what} vLLM {reported:,.{digits}f}{unit} vs plan {planned:,.{digits}f}{unit} ({off:.0%} off)"
 
 
-def instance_findings(obs: InstanceObservation, release: dict[str, Any] | None) -> list[Finding]:
-    area = f"instance {obs.name}"
-    out: list[Finding] = []
+def _unit_findings(obs: InstanceObservation, area: str) -> list[Finding]:
+    """Its unit (an on-demand instance at rest is green) and, where the run asked, its readiness."""
     active, sub = obs.unit.get("ActiveState", "unknown"), obs.unit.get("SubState", "")
     restarts = int(obs.unit.get("NRestarts", "0") or 0)
-    if obs.unit.get("LoadState") == "not-found":
-        out.append(Finding(area=area, check="unit", status=Status.RED, detail="no unit: run the site playbook"))
-        return out
     resting = obs.on_demand and active == "inactive"
     unit_status = (
         Status.GREEN if resting else Status.RED if active != "active" else Status.YELLOW if restarts else Status.GREEN
@@ -111,7 +107,7 @@ def instance_findings(obs: InstanceObservation, release: dict[str, Any] | None) 
     detail = f"{active}/{sub}, {restarts} automatic restart(s) since it was last started"
     if resting:
         detail = "stopped: on demand, the front door starts it on the next request for its model"
-    out.append(Finding(area=area, check="unit", status=unit_status, detail=detail))
+    out = [Finding(area=area, check="unit", status=unit_status, detail=detail)]
     if obs.ready and not resting:
         ready = bool(obs.ready.get("ready"))
         detail = (
@@ -121,29 +117,31 @@ def instance_findings(obs: InstanceObservation, release: dict[str, Any] | None) 
             else str(obs.ready.get("reason", "not ready"))
         )
         out.append(Finding(area=area, check="readiness", status=Status.GREEN if ready else Status.RED, detail=detail))
+    return out
 
+
+def _model_finding(obs: InstanceObservation, area: str) -> list[Finding]:
     model = obs.model
-    if model:
-        complete = bool(model.get("complete"))
-        out.append(
-            Finding(
-                area=area,
-                check="model",
-                status=Status.GREEN if complete else Status.RED,
-                detail=f"{model.get('id', '?')} at {model.get('path', '?')}"
-                if complete
-                else f"{model.get('id', '?')} missing or incomplete: run the site playbook (model_stage stages it)",
-            )
+    if not model:
+        return []
+    complete = bool(model.get("complete"))
+    return [
+        Finding(
+            area=area,
+            check="model",
+            status=Status.GREEN if complete else Status.RED,
+            detail=f"{model.get('id', '?')} at {model.get('path', '?')}"
+            if complete
+            else f"{model.get('id', '?')} missing or incomplete: run the site playbook (model_stage stages it)",
         )
+    ]
 
-    storage = storage_finding(area, obs)
-    if storage is not None:
-        out.append(storage)
 
-    plan = obs.applied_plan
-    if plan is None:
-        out.append(Finding(area=area, check="plan", status=Status.RED, detail="no applied plan: run the site playbook"))
-        return out
+def _plan_findings(
+    obs: InstanceObservation, plan: dict[str, Any], release: dict[str, Any] | None, area: str
+) -> list[Finding]:
+    """The release it runs against the one its plan was made for, and the inventory's plan against the applied one."""
+    out = []
     if release is not None:
         # A release records its local build tag (0.32.0+cpu); plans carry the public version.
         same = (
@@ -168,15 +166,13 @@ def instance_findings(obs: InstanceObservation, release: dict[str, Any] | None) 
                 detail="the inventory now plans different arguments than the ones applied: re-run the site playbook",
             )
         )
+    return out
 
-    flags = {str(f["name"]): [str(v) for v in f.get("values", [])] for f in plan.get("flags", [])}
-    out.extend(log_findings(area, obs.journal, flags, backends.expected_backends(plan)))
-    said = journal_report(obs.journal)
+
+def _plan_vs_vllm(said: dict[str, Any], plan: dict[str, Any], area: str) -> Finding:
+    """What vLLM's log reported at start (KV tokens and memory, weights, engine init) against the plan."""
     if "kv_tokens" not in said:
-        out.append(
-            Finding(area=area, check="plan vs vLLM", status=Status.YELLOW, detail="no KV cache report since the start")
-        )
-        return out
+        return Finding(area=area, check="plan vs vLLM", status=Status.YELLOW, detail="no KV cache report since the start")
     status, detail = _ratio_detail("KV tokens", said["kv_tokens"], float(plan["kv_tokens"]))
     parts, worst = [detail], status
     if "kv_gib" in said:
@@ -187,7 +183,25 @@ def instance_findings(obs: InstanceObservation, release: dict[str, Any] | None) 
         parts.append(f"weights vLLM {said['weights_gib']:.1f} GiB vs plan {plan['memory']['weights']:.1f} GiB")
     if "init_s" in said:
         parts.append(f"engine init {said['init_s']:.0f} s")
-    out.append(Finding(area=area, check="plan vs vLLM", status=worst, detail="; ".join(parts)))
+    return Finding(area=area, check="plan vs vLLM", status=worst, detail="; ".join(parts))
+
+
+def instance_findings(obs: InstanceObservation, release: dict[str, Any] | None) -> list[Finding]:
+    area = f"instance {obs.name}"
+    if obs.unit.get("LoadState") == "not-found":
+        return [Finding(area=area, check="unit", status=Status.RED, detail="no unit: run the site playbook")]
+    out = [*_unit_findings(obs, area), *_model_finding(obs, area)]
+    storage = storage_finding(area, obs)
+    if storage is not None:
+        out.append(storage)
+    plan = obs.applied_plan
+    if plan is None:
+        out.append(Finding(area=area, check="plan", status=Status.RED, detail="no applied plan: run the site playbook"))
+        return out
+    out += _plan_findings(obs, plan, release, area)
+    flags = {str(f["name"]): [str(v) for v in f.get("values", [])] for f in plan.get("flags", [])}
+    out.extend(log_findings(area, obs.journal, flags, backends.expected_backends(plan)))
+    out.append(_plan_vs_vllm(journal_report(obs.journal), plan, area))
     return out
 
 
