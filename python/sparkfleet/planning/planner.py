@@ -223,27 +223,15 @@ def settings_of(
     remote_code: CodeVerdict | None,
 ) -> rules.Settings:
     """What the rules choose argv and env from."""
-    r = sized.r
     return rules.Settings(
         host=host,
         profile=profile,
         intent=intent,
-        version=r.version,
+        resolved=sized.r,
         model_ref=model_ref or profile.id,
         model_dir=model_dir,
-        served_name=intent.served_name or profile.id,
-        max_model_len=r.max_model_len,
-        max_num_seqs=r.max_num_seqs,
-        max_num_batched_tokens=r.max_num_batched_tokens,
-        kv_cache_dtype=r.kv_cache_dtype,
-        speculative_tokens=r.speculative_tokens,
-        capture_sizes=r.capture_sizes,
-        enforce_eager=r.enforce_eager,
-        prefix_caching=r.prefix_caching,
         kv_cache_memory_bytes=None if intent.gpu_memory_utilization is not None else sized.kv_bytes,
         gpu_memory_utilization=sized.budget.utilization,
-        yarn=r.yarn,
-        long_context=r.long_context,
         load=sized.load,
         jit_jobs=sized.jit_jobs,
         cluster_backend=sized.backend,
