@@ -23,13 +23,26 @@ def weight_bytes(model_dir: Path) -> int:
     return sum(f.stat().st_size for f in files)
 
 
-def profile_from_dir(path: str | Path) -> ModelProfile:
+def profile_from_dir(
+    path: str | Path, weights_known: bool = False, variable: str = "model", size_flag: str = "--weights-gib"
+) -> ModelProfile:
+    """The profile of a staged directory. Its weights are sized from model.safetensors.index.json's total_size, else
+    its *.safetensors (or *.bin) files; a directory with none of them is refused unless the caller gives their size
+    (`weights_known`, by `size_flag`): a half-staged or wrong directory would otherwise be planned as weightless."""
     model_dir = Path(path)
     config_path = model_dir / "config.json"
     if not config_path.is_file():
-        raise PlanError("model", f"{model_dir} has no config.json", ("a staged model directory", "a catalog id"))
+        raise PlanError(variable, f"{model_dir} has no config.json", ("a staged model directory", "a catalog id"))
     config = json.loads(config_path.read_text())
-    profile = profile_from_config(str(model_dir), config, weight_bytes(model_dir), str(model_dir))
+    weights = weight_bytes(model_dir)
+    if not weights and not weights_known:
+        raise PlanError(
+            variable,
+            f"{model_dir} holds no weights sparkfleet can size: no model.safetensors.index.json with its total_size, "
+            "no *.safetensors, no *.bin; planned as it is, the model would look weightless",
+            ("the whole model staged in it (model_stage)", f"{size_flag} G, the weights' size"),
+        )
+    profile = profile_from_config(str(model_dir), config, weights, str(model_dir))
     tokenizer = model_dir / "tokenizer_config.json"
     if tokenizer.is_file() and isinstance(json.loads(tokenizer.read_text()).get("auto_map"), dict):
         profile = profile.model_copy(update={"tokenizer_auto_map": True})

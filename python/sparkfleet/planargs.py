@@ -40,7 +40,7 @@ def _local_platform() -> Platform:
 def _base_profile(model: str, weights_known: bool) -> tuple[ModelProfile, str, str | None]:
     """(profile, what vLLM loads, a note): a model directory, a catalog id, else ORG/NAME[@REV] on the hub."""
     if os.path.isdir(model):
-        return profile_from_dir(model), model, None
+        return profile_from_dir(model, weights_known), model, None
     try:
         return get_profile(model), model, None
     except PlanError:
@@ -57,7 +57,7 @@ def _drafter(ref: str | None, weights_known: bool) -> tuple[ModelProfile | None,
     if ref is None:
         return None, None, None
     if os.path.isdir(ref):
-        return profile_from_dir(ref), os.path.abspath(ref), None
+        return profile_from_dir(ref, weights_known, "--drafter", "--drafter-weights-gib"), os.path.abspath(ref), None
     try:
         hub_model = read_hub_model(ref, weights_known=weights_known)
     except HubUnreachableError as exc:
@@ -145,7 +145,7 @@ def _types(annotation: Any) -> tuple[Any, ...]:
     if typing.get_origin(annotation) is typing.Annotated:
         return _types(args[0])
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return tuple(t for arg in args for t in _types(arg) if t is not type(None))
+        return tuple(t for arg in args for t in _types(arg) if t is not types.NoneType)
     return (annotation,)
 
 

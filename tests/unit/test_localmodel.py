@@ -45,3 +45,26 @@ def test_linear_attention_without_its_state_shape_is_refused(tmp_path: Path) -> 
 def test_missing_config(tmp_path: Path) -> None:
     with pytest.raises(PlanError, match="config.json"):
         profile_from_dir(tmp_path)
+
+
+def test_a_directory_without_weights_is_refused_unless_their_size_is_given(tmp_path: Path) -> None:
+    """Issue 49: a directory holding only a config.json was planned at 0.00 GiB of weights, looking like a fit."""
+    _stage(tmp_path).joinpath("model.safetensors").unlink()
+    with pytest.raises(PlanError, match=r"no weights sparkfleet can size.*--weights-gib G") as refused:
+        profile_from_dir(tmp_path)
+    assert refused.value.variable == "model"
+    drafter = pytest.raises(PlanError, match="--drafter-weights-gib G")
+    with drafter:
+        profile_from_dir(tmp_path, variable="--drafter", size_flag="--drafter-weights-gib")
+    assert profile_from_dir(tmp_path, weights_known=True).num_layers == 4
+    # An index's total_size sizes it even before every shard is there.
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 5 * 2**30}}))
+    assert profile_from_dir(tmp_path).weights_gib == 5.0
+
+
+def test_the_cli_plans_a_weightless_directory_only_by_a_given_size(tmp_path: Path) -> None:
+    from sparkfleet.cli import main
+
+    _stage(tmp_path).joinpath("model.safetensors").unlink()
+    assert main(["plan", str(tmp_path), "--platform", "cpu", "--memory-gib", "64"]) == 2
+    assert main(["plan", str(tmp_path), "--platform", "cpu", "--memory-gib", "64", "--weights-gib", "2"]) == 0
