@@ -15,6 +15,7 @@ from sparkfleet.versions import VllmVersion
 
 QWEN = "nvidia/Qwen3.6-35B-A3B-NVFP4"
 NANO = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"
+GEMMA_31B = "nvidia/Gemma-4-31B-IT-NVFP4"
 MISTRAL = "mistralai/Mistral-Small-4-119B-2603-NVFP4"
 
 
@@ -22,10 +23,30 @@ def argv_of(model: str, version: str = "0.32.0", **intent: object) -> list[str]:
     return plan(spark(version), get_profile(model), Intent.model_validate({"trust_remote_code": True, **intent})).argv
 
 
-def test_fp4_moe_uses_marlin_with_atomic_add_on_sm121() -> None:
-    result = plan(spark(), get_profile(NANO), Intent(trust_remote_code=True))
-    assert result.argv[result.argv.index("--moe-backend") + 1] == "marlin"
-    assert result.env["VLLM_MARLIN_USE_ATOMIC_ADD"] == "1"
+def test_fp4_moe_uses_marlin_on_sm121_and_atomic_add_only_where_a_marlin_kernel_reads_it() -> None:
+    """Issue 49: vLLM 0.32 / 0.33's MoE Marlin passes use_atomic_add=False (marlin_moe.py); the dense Marlin GEMMs
+    read VLLM_MARLIN_USE_ATOMIC_ADD (marlin_utils_fp4.py via should_use_atomic_add_reduce), which seed 004 needs."""
+    moe_only = plan(spark(), get_profile(NANO), Intent(trust_remote_code=True))
+    assert moe_only.argv[moe_only.argv.index("--moe-backend") + 1] == "marlin"
+    assert "--linear-backend" not in moe_only.argv and "VLLM_MARLIN_USE_ATOMIC_ADD" not in moe_only.env
+    for model in (GEMMA_31B, NANO):
+        dense = plan(spark("0.33.0"), get_profile(model), Intent(trust_remote_code=True, profile="memory-saver"))
+        assert dense.argv[dense.argv.index("--linear-backend") + 1] == "marlin"
+        assert dense.env["VLLM_MARLIN_USE_ATOMIC_ADD"] == "1", model
+        reason = next(e.reason for e in dense.environment if e.name == "VLLM_MARLIN_USE_ATOMIC_ADD")
+        assert reason.startswith("the dense GEMMs on Marlin read it")
+    # Before 0.32 the MoE path was not read from vLLM's source: seed 004's advice stands there.
+    older = plan(spark("0.21.0"), get_profile(NANO), Intent(trust_remote_code=True))
+    assert older.env["VLLM_MARLIN_USE_ATOMIC_ADD"] == "1" and "--linear-backend" not in older.argv
+
+
+def test_seed_003s_fp8_marlin_switch_comes_with_the_dense_marlin_pin_where_vllm_reads_it() -> None:
+    """Seed 003 (vLLM 0.18.1): VLLM_NVFP4_GEMM_BACKEND=marlin with VLLM_TEST_FORCE_FP8_MARLIN=1; removed in 0.29."""
+    seed = plan(spark("0.18.1"), get_profile(NANO), Intent(trust_remote_code=True))
+    assert seed.env["VLLM_NVFP4_GEMM_BACKEND"] == "marlin" and seed.env["VLLM_TEST_FORCE_FP8_MARLIN"] == "1"
+    assert seed.env["VLLM_MARLIN_USE_ATOMIC_ADD"] == "1"
+    later = plan(spark("0.33.0"), get_profile(NANO), Intent(trust_remote_code=True, profile="memory-saver"))
+    assert "VLLM_TEST_FORCE_FP8_MARLIN" not in later.env
 
 
 @pytest.mark.parametrize(("version", "expected"), [("0.19.0", True), ("0.22.0", False), ("0.24.0", False)])
@@ -42,7 +63,8 @@ def test_no_removed_or_unknown_env_var_is_ever_emitted() -> None:
             env = plan(spark(version), profile, Intent(trust_remote_code=True, max_context=8192, concurrency=1)).env
             assert "VLLM_ATTENTION_BACKEND" not in env
             assert "VLLM_MXFP4_BACKEND" not in env
-            assert "VLLM_TEST_FORCE_FP8_MARLIN" not in env
+            if VllmVersion.parse(version).at_least("0.29.0"):
+                assert "VLLM_TEST_FORCE_FP8_MARLIN" not in env
 
 
 def test_sm121_environment_and_autotune() -> None:

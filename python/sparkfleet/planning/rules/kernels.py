@@ -33,14 +33,6 @@ def kernels(s: Settings) -> list[Entry]:
                 source=f"{SEED_SM121}; {SEED_GUIDE} §6; {vllm('§3.1')}",
             )
         )
-        out.append(
-            env(
-                "VLLM_MARLIN_USE_ATOMIC_ADD",
-                "1",
-                reason="Marlin reduce race on sm_121 gives wrong outputs without it",
-                source=f"{SEED_SM121}; {vllm('§3.2')} (present 0.10-0.33)",
-            )
-        )
         if env_state(s.version, "VLLM_USE_FLASHINFER_MOE_FP4") is EnvState.HONOURED:
             out.append(
                 env(
@@ -50,7 +42,8 @@ def kernels(s: Settings) -> list[Entry]:
                     source=f"{SEED_SM121}; {vllm('§3.2')} (deprecated 0.22, removed 0.24)",
                 )
             )
-    out += nvfp4_dense_gemm(s)
+    dense = nvfp4_dense_gemm(s)
+    out += dense + marlin_reduce(s, dense_on_marlin=bool(dense))
     if has_flag(s.version, "--no-enable-flashinfer-autotune"):
         out.append(
             arg(
@@ -98,6 +91,40 @@ def nvfp4_dense_gemm(s: Settings) -> list[Entry]:
             )
         ]
     return []
+
+
+# vLLM 0.32 and 0.33's MoE Marlin kernels pass use_atomic_add=False whatever the environment says
+# (model_executor/layers/fused_moe/experts/marlin_moe.py, both calls); the dense Marlin GEMMs (FP4:
+# quantization/utils/marlin_utils_fp4.py, FP8: marlin_utils_fp8.py, GPTQ/AWQ: marlin_utils.py) ask
+# should_use_atomic_add_reduce, which reads VLLM_MARLIN_USE_ATOMIC_ADD. Read in the released 0.32.0 and 0.33.0 wheels.
+MOE_MARLIN_IGNORES_ATOMIC_ADD = "0.32.0"
+MARLIN_REDUCE_SOURCE = (
+    f"{SEED_SM121} (Marlin's reduce race on SM121 gives wrong outputs without it); vLLM 0.32 / 0.33 "
+    "marlin_utils.py should_use_atomic_add_reduce (dense GEMMs read it), fused_moe/experts/marlin_moe.py "
+    "(MoE passes use_atomic_add=False)"
+)
+
+
+def marlin_reduce(s: Settings, dense_on_marlin: bool) -> list[Entry]:
+    """VLLM_MARLIN_USE_ATOMIC_ADD where a Marlin kernel reads it: a dense GEMM pinned to Marlin; the FP4 MoE on
+    Marlin only on releases before 0.32 (not read from their source; seed 004's advice stands there)."""
+    moe_on_marlin = s.profile.moe and s.profile.checkpoint_format.is_fp4
+    older_moe = moe_on_marlin and not s.version.at_least(MOE_MARLIN_IGNORES_ATOMIC_ADD)
+    if not (dense_on_marlin or older_moe):
+        return []
+    where = "the dense GEMMs on Marlin read it" if dense_on_marlin else "this release's MoE Marlin path may read it"
+    out = [env("VLLM_MARLIN_USE_ATOMIC_ADD", "1", reason=f"{where}: without it Marlin's reduce races on sm_121",
+               source=MARLIN_REDUCE_SOURCE)]  # fmt: skip
+    if dense_on_marlin and env_state(s.version, "VLLM_TEST_FORCE_FP8_MARLIN") is EnvState.HONOURED:
+        out.append(
+            env(
+                "VLLM_TEST_FORCE_FP8_MARLIN",
+                "1",
+                reason="the checkpoint's FP8 layers on Marlin too, one backend for every dense GEMM",
+                source=f"{SEED_NANO}; {vllm('§3.2')} (removed in 0.29)",
+            )
+        )
+    return out
 
 
 def graphs(s: Settings) -> list[Entry]:
