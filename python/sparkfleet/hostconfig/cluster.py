@@ -181,7 +181,13 @@ class NcclLibraries(Strict):
     system_version: str | None = None
 
 
-NCCL_NVLS = "NVIDIA/nccl#2167 (NVLS on a cluster without NVLink hangs weight loading; NCCL_NVLS_ENABLE=0 cures it)"
+# NVIDIA/nccl#2167 reported NCCL 2.30.4 hanging MoE weight loading on 8 Sparks and NCCL_NVLS_ENABLE=0 fixing it; its
+# reporter later retracted the fix (2026-05-10): the hang was intermittent (2 of 3 boots with NVLS on, 0 of 1 with it
+# off, never on the apt NCCL 2.29.7 in a week of production), so the data do not show that disabling NVLS cures it.
+NCCL_NVLS = (
+    "NVIDIA/nccl#2167 (an intermittent NCCL 2.30.4 hang of MoE weight loading on 8 Sparks; its reporter retracted the "
+    "claim that NCCL_NVLS_ENABLE=0 fixes it)"
+)
 
 
 def nccl_choice(found: NcclLibraries, wanted: Literal["pip", "system"], host: str) -> tuple[str, list[EnvVar]]:
@@ -206,7 +212,8 @@ def nccl_choice(found: NcclLibraries, wanted: Literal["pip", "system"], host: st
         EnvVar(
             name="NCCL_NVLS_ENABLE",
             value="0",
-            reason="Sparks have no NVLink: NCCL 2.30's NVLS path hangs MoE weight loading across Sparks",
+            reason="Sparks have no NVLink, so NVLS has nothing to do on them; it stays off as a precaution, not a "
+            "cure: the one report of it hanging Sparks was not confirmed by its own retests",
             source=NCCL_NVLS,
         ),
     ]
