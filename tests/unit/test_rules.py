@@ -416,3 +416,16 @@ def test_gemma_4_26b_nvfp4_is_planned_only_on_a_release_whose_stock_loader_reads
     planned = plan(spark("0.21.0"), profile, intent)
     assert not [w for w in planned.warnings if "overlay" in w or "patch" in w]
     assert "PR #41206" in profile.sources["min_vllm"] and "#38912" in profile.sources["min_vllm"]
+
+
+def test_memory_saver_keeps_fp8_kv_off_a_model_whose_recipe_avoids_it() -> None:
+    """Issue 49: seed 002 §8, fp8 KV is model-specific and Qwen3.5's recipe does not use it; memory-saver put it on."""
+    qwen35 = get_profile("RedHatAI/Qwen3.5-122B-A10B-NVFP4")
+    saver = plan(spark("0.33.0"), qwen35, Intent(profile="memory-saver"))
+    assert saver.kv_cache_dtype == "auto" and "--kv-cache-dtype" not in saver.argv
+    # Asked for, it is given, with the recipe's reason as a caution.
+    asked = plan(spark("0.33.0"), qwen35, Intent(kv_cache_dtype="fp8"))
+    assert asked.kv_cache_dtype == "fp8"
+    assert any("keeps the KV cache unquantized" in w and "seed 002 §8" in w for w in asked.warnings)
+    # A model whose recipe has no word against it still gets fp8 under memory-saver.
+    assert plan(spark("0.33.0"), get_profile(GEMMA_31B), Intent(profile="memory-saver")).kv_cache_dtype == "fp8"

@@ -268,6 +268,9 @@ class ModelProfile(Strict):
     force_attention_backend: bool = True
     kv_fp8_supported: bool = True
     kv_fp8_recommended: bool = False
+    # The model's tested recipe keeps its KV cache unquantized though fp8 works: memory-saver leaves it, and an fp8
+    # KV the intent asks for is cautioned (its source says why).
+    kv_fp8_avoided: bool = False
     yarn_hf_overrides: str | None = None
     # How far the publisher supports the model past native_max_context (config max_position_embeddings)
     # with no rope override: vLLM only needs VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to accept it.
@@ -306,6 +309,8 @@ class ModelProfile(Strict):
             needed.add("extra_overhead_gib")
         if self.long_context_max:
             needed.add("long_context_max")
+        if self.kv_fp8_avoided:
+            needed.add("kv_fp8_avoided")
         missing = sorted(needed - self.sources.keys())
         if missing:
             raise ValueError(f"profile {self.id}: no source for {', '.join(missing)}")

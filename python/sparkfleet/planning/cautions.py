@@ -98,7 +98,12 @@ def plan_warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: Res
     fp8_in_recipe = profile.kv_fp8_recommended or (
         intent.speculative is SpeculativeMethod.MTP and profile.speculative.mtp_requires_fp8_kv
     )
-    if r.kv_cache_dtype == "fp8" and not fp8_in_recipe:
+    if r.kv_cache_dtype == "fp8" and profile.kv_fp8_avoided:
+        out.append(
+            f"fp8 KV on {profile.id}: its tested recipe keeps the KV cache unquantized, and fp8 KV on a model that "
+            f"dislikes it gives repetition loops; check output quality ({profile.sources['kv_fp8_avoided']})"
+        )
+    elif r.kv_cache_dtype == "fp8" and not fp8_in_recipe:
         out.append(f"fp8 KV on {profile.id} is not from its tested recipe: check output quality ({SEED_VLLM_BLOG})")
     if (
         intent.speculative is not SpeculativeMethod.NONE

@@ -140,7 +140,8 @@ def _kv_dtype(profile: ModelProfile, intent: Intent) -> str:
         return "auto"
     if dflash or not profile.kv_fp8_supported:
         return "auto"
-    wants_fp8 = profile.kv_fp8_recommended or mtp_fp8 or intent.profile is ServeProfile.MEMORY_SAVER
+    saver = intent.profile is ServeProfile.MEMORY_SAVER and not profile.kv_fp8_avoided
+    wants_fp8 = profile.kv_fp8_recommended or mtp_fp8 or saver
     return "fp8" if wants_fp8 else "auto"
 
 
