@@ -429,3 +429,23 @@ def test_memory_saver_keeps_fp8_kv_off_a_model_whose_recipe_avoids_it() -> None:
     assert any("keeps the KV cache unquantized" in w and "seed 002 §8" in w for w in asked.warnings)
     # A model whose recipe has no word against it still gets fp8 under memory-saver.
     assert plan(spark("0.33.0"), get_profile(GEMMA_31B), Intent(profile="memory-saver")).kv_cache_dtype == "fp8"
+
+
+def test_a_refusal_suggests_only_what_the_next_plan_takes() -> None:
+    """Issue 49: the Gemma-4 DFlash refusal suggested MTP, which the next plan refused (no MTP heads)."""
+    gemma = get_profile(GEMMA_31B)
+    with pytest.raises(PlanError) as refused:
+        plan(spark("0.33.0"), gemma, Intent(speculative="dflash"))
+    assert "speculative mtp" not in refused.value.suggestions and "speculative ngram" in refused.value.suggestions
+    for suggestion in refused.value.suggestions:
+        if suggestion.startswith("speculative "):
+            plan(spark("0.33.0"), gemma, Intent(speculative=suggestion.split()[1]))
+
+
+def test_dflash_on_a_hybrid_model_names_both_recipes_and_warns_against_neither() -> None:
+    """Issue 49: the Qwen3.6-35B DFlash plan pinned TRITON_ATTN and warned that pinning a backend crashes the model."""
+    dflash = plan(spark("0.33.0"), get_profile("nvidia/Qwen3.6-35B-A3B-NVFP4"), Intent(speculative="dflash"))
+    attention = next(f for f in dflash.flags if f.name == "--attention-backend")
+    assert attention.values == ["TRITON_ATTN"] and "the DFlash recipe is followed" in attention.reason
+    assert "§7.1.1" in attention.source and "§14.7" in attention.source
+    assert not [w for w in dflash.warnings if "crashes this hybrid model" in w]

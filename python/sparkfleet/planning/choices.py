@@ -197,7 +197,13 @@ def _check_speculative(profile: ModelProfile, intent: Intent, version: VllmVersi
                 f"{profile.speculative.dflash_drafter} needs a vLLM build that carries {needs} "
                 f"({profile.sources.get('dflash_drafter_needs', 'the profile')}); target is {version}, declaring "
                 f"{', '.join(capabilities) or 'none'}",
-                (f"a release that declares {needs} (vllm_install_capabilities)", "speculative mtp", "speculative none"),
+                # Only a method this model has: MTP where it has heads or a paired draft (issue 49).
+                (
+                    f"a release that declares {needs} (vllm_install_capabilities)",
+                    *(["speculative mtp"] if profile.speculative.mtp else []),
+                    "speculative ngram",
+                    "speculative none",
+                ),
             )
 
 

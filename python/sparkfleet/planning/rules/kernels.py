@@ -13,7 +13,7 @@ def kernels(s: Settings) -> list[Entry]:
         return []
     out: list[Entry] = []
     dflash = s.intent.speculative is SpeculativeMethod.DFLASH
-    if s.profile.force_attention_backend or dflash:
+    if s.profile.force_attention_backend:
         backend = "TRITON_MLA" if s.profile.mla else "TRITON_ATTN"
         out.append(
             arg(
@@ -22,6 +22,20 @@ def kernels(s: Settings) -> list[Entry]:
                 reason="FlashAttention / FlashInfer MLA kernels are built for SM100 and crash or "
                 "mis-compute on sm_121; Triton compiles for it",
                 source=f"{SEED_MISTRAL} §4; {SEED_SM121}; {SEED_GUIDE} §14.7",
+            )
+        )
+    elif dflash:
+        # The two recipes of a hybrid model disagree: its own leaves the backend to vLLM (the card's FlashInfer,
+        # forced for every layer, crashed at init_device); its DFlash tip pins Triton. DFlash's is followed here.
+        out.append(
+            arg(
+                "--attention-backend",
+                "TRITON_MLA" if s.profile.mla else "TRITON_ATTN",
+                reason="DFlash on sm_121 runs the target on Triton (flash_attn crashes there); this model's own "
+                "recipe leaves the backend to vLLM because FlashInfer forced on every layer crashed at init_device, "
+                "which DFlash's Triton does not: the DFlash recipe is followed",
+                source=f"{SEED_GUIDE} §7.1.1 (the DFlash tip: keep --attention-backend triton_attn; the recipe: "
+                "--attention-backend flashinfer dropped), §14.4, §14.7",
             )
         )
     if s.profile.moe and s.profile.checkpoint_format.is_fp4:
