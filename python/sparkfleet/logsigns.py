@@ -135,6 +135,27 @@ SIGNS: tuple[Sign, ...] = (
         "0.19-0.32",
         f"{SEED_MISTRAL} §4",
     ),
+    Sign(
+        "not a safetensors repo",
+        "is not a safetensors repo",
+        re.compile(r"'(?P<value>[^']+)' is not a safetensors repo"),
+        Severity.HARMLESS,
+        "the repository keeps its weights in another layout (Mistral's consolidated.safetensors): vLLM's lookup of "
+        "the safetensors metadata (transformers_utils/config.py try_get_safetensors_metadata) falls back and loads "
+        "them: nothing to do",
+        "0.17-0.33 (huggingface_hub's NotASafetensorsRepoError)",
+        f"{SEED_MISTRAL} §8",
+    ),
+    Sign(
+        "bundled MTP draft run as a generic draft model",
+        "SpeculativeConfig(method='draft_model'",
+        re.compile(r"SpeculativeConfig\(method='draft_model', model='(?P<value>[^']*/assistant)'"),
+        Severity.YELLOW,
+        "this vLLM build has no Gemma-4 MTP support for a bundled assistant/ draft and decodes it as a generic draft "
+        "model (slower, and not what the checkpoint was trained for): upgrade vLLM rather than forcing it",
+        "0.32-0.33 (config/speculative.py SpeculativeConfig.__repr__)",
+        f"{SEED_GUIDE} §14.7",
+    ),
 )
 
 

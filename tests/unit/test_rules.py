@@ -449,3 +449,11 @@ def test_dflash_on_a_hybrid_model_names_both_recipes_and_warns_against_neither()
     assert attention.values == ["TRITON_ATTN"] and "the DFlash recipe is followed" in attention.reason
     assert "§7.1.1" in attention.source and "§14.7" in attention.source
     assert not [w for w in dflash.warnings if "crashes this hybrid model" in w]
+
+
+def test_mtp_on_a_model_whose_recipe_saw_it_loop_is_cautioned_naming_dflash() -> None:
+    qwen = get_profile("nvidia/Qwen3.6-35B-A3B-NVFP4")
+    mtp = plan(spark("0.33.0"), qwen, Intent(speculative="mtp"))
+    loops = [w for w in mtp.warnings if "output loops" in w]
+    assert len(loops) == 1 and "z-lab/Qwen3.6-35B-A3B-DFlash" in loops[0] and "seed 002 §7.1.1" in loops[0]
+    assert not [w for w in plan(spark("0.33.0"), qwen, Intent()).warnings if "output loops" in w]

@@ -161,6 +161,8 @@ class SpeculativeSupport(Strict):
     # The MoE kernel of the MTP draft's own layers on GB10 (the speculative config's moe_backend), where its recipe
     # pins one apart from the target's --moe-backend.
     mtp_moe_backend: Literal["triton", "marlin"] | None = None
+    # The model's recipe has seen its MTP draft fall into output loops now and then (its source in sources['mtp_loops']).
+    mtp_loops: bool = False
     dflash_drafter: str | None = None
     dflash_drafter_weights_gib: float = 0.0
     # A capability (versions.CAPABILITIES) the release needs beyond dflash for this profile's own drafter.
@@ -311,6 +313,8 @@ class ModelProfile(Strict):
             needed.add("long_context_max")
         if self.kv_fp8_avoided:
             needed.add("kv_fp8_avoided")
+        if self.speculative.mtp_loops:
+            needed.add("mtp_loops")
         missing = sorted(needed - self.sources.keys())
         if missing:
             raise ValueError(f"profile {self.id}: no source for {', '.join(missing)}")

@@ -114,6 +114,9 @@ def plan_warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: Res
             f"speculation runs at every batch size on vLLM {r.version}: with {SPECULATION_OFF_AT} or more running requests "
             f"it costs total throughput ({SEED_GUIDE} §14.7); vLLM {FIRST_SPECULATION_SCHEDULE}+ turns it off there"
         )
+    if intent.speculative is SpeculativeMethod.MTP and profile.speculative.mtp_loops:
+        dflash = f"; DFlash ({profile.speculative.dflash_drafter}) avoids them" if profile.speculative.dflash_drafter else ""
+        out.append(f"MTP on {profile.id} can now and then fall into output loops{dflash} ({profile.sources['mtp_loops']})")
     if intent.speculative is SpeculativeMethod.DFLASH and profile.checkpoint_format.is_fp4:
         out.append(f"DFlash acceptance collapses on quantized targets under stock vLLM ({SEED_GUIDE} §7.1.1)")
     if intent.nodes > 1 and host.platform is Platform.CPU and intent.cluster_backend is ClusterBackend.RAY:
