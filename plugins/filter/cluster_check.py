@@ -12,7 +12,7 @@ author: sparkfleet contributors (@sparkfleet)
 description:
   - Compares each node with the head - release id, vLLM / torch / Ray / NCCL versions, staged models - and
     reports a missing interconnect interface or a peer that does not answer on it.
-  - A staged model is C(true) when complete, or what C(model_facts) / C(spark_facts) report of it
+  - A staged model is C(true) when complete, or what C(model_facts) reports of it
     (C(complete), C(manifest_digest), C(failing)); then a node whose manifest digest differs from the head's
     (other files or another commit) is named, and a node's failing files are listed.
 positional: head, interface

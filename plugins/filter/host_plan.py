@@ -16,7 +16,7 @@ description:
 positional: instances, label, behind_door
 options:
   _input:
-    description: Host facts as returned by M(sparkfleet.vllm.spark_facts) (its C(spark_facts) value).
+    description: Host facts as M(sparkfleet.vllm.host_facts) returns them (the fact C(sparkfleet_facts)).
     type: dict
     required: true
   instances:
@@ -44,7 +44,7 @@ EXAMPLES = r"""
 - name: Plan every instance on this host
   ansible.builtin.set_fact:
     __plans: >-
-      {{ spark_facts | sparkfleet.vllm.host_plan([
+      {{ sparkfleet_facts | sparkfleet.vllm.host_plan([
            {'name': 'coder', 'model': 'nvidia/Qwen3.6-35B-A3B-NVFP4', 'intent': {'max_context': 65536}},
          ], 'vllm_serve_instances') }}
 """

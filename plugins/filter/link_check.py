@@ -17,7 +17,7 @@ description:
 positional: settings
 options:
   _input:
-    description: Member name to its C(spark_facts.link) (C(rdma_ports), C(netdevs)).
+    description: Member name to its C(sparkfleet_link) fact, as M(sparkfleet.vllm.link_facts) reads it (C(rdma_ports), C(netdevs)).
     type: dict
     required: true
   settings:

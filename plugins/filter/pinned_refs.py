@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: pinned_refs
-short_description: Model references at their pinned commits, for spark_facts' model_refs
+short_description: Model references at their pinned commits, for model_facts' model_refs
 version_added: 0.2.0
 author: sparkfleet contributors (@sparkfleet)
 description:
@@ -30,7 +30,7 @@ extends_documentation_fragment:
 
 EXAMPLES = r"""
 - name: Look for the models at their pinned commits
-  sparkfleet.vllm.spark_facts:
+  sparkfleet.vllm.model_facts:
     hf_home: /var/lib/sparkfleet/hf
     model_refs: "{{ model_stage_models | sparkfleet.vllm.pinned_refs(__pins) }}"
     meminfo: /proc/meminfo

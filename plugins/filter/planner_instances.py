@@ -24,7 +24,7 @@ options:
     required: true
   facts:
     description:
-      - C(staged) (spark_facts), C(stage_entries) (C(model_stage_models)), C(described) (controller directories
+      - C(staged) (model_facts), C(stage_entries) (C(model_stage_models)), C(described) (controller directories
         described), C(hub) (hub models described), C(pins) (C(model_stage_pins)), C(hf_home), C(model_store)
         and C(render_only).
     type: dict

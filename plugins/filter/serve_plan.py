@@ -18,13 +18,13 @@ description:
 positional: model, intent
 options:
   _input:
-    description: Host facts as returned by M(sparkfleet.vllm.spark_facts) (its C(spark_facts) value).
+    description: Host facts as M(sparkfleet.vllm.host_facts) returns them (the fact C(sparkfleet_facts)).
     type: dict
     required: true
   model:
     description:
       - A catalog id such as C(nvidia/Qwen3.6-35B-A3B-NVFP4), or the facts of a staged model
-        directory (a dict with C(id), C(path), C(config) and C(weight_bytes) as reported by spark_facts);
+        directory (a dict with C(id), C(path), C(config) and C(weight_bytes) as M(sparkfleet.vllm.model_facts) reports it);
         a staged model whose id is in the catalog keeps the catalog profile and is loaded from its path.
     type: raw
     required: true
@@ -39,7 +39,7 @@ extends_documentation_fragment:
 EXAMPLES = r"""
 - name: Plan the instance
   ansible.builtin.set_fact:
-    __plan: "{{ spark_facts | sparkfleet.vllm.serve_plan('nvidia/Qwen3.6-35B-A3B-NVFP4', {'max_context': 65536, 'concurrency': 4}) }}"
+    __plan: "{{ sparkfleet_facts | sparkfleet.vllm.serve_plan('nvidia/Qwen3.6-35B-A3B-NVFP4', {'max_context': 65536, 'concurrency': 4}) }}"
 """
 
 RETURN = r"""

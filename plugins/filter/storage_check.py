@@ -21,7 +21,7 @@ options:
     elements: dict
     required: true
   storage:
-    description: The C(storage) facts of C(sparkfleet.vllm.spark_facts).
+    description: The C(storage) facts of M(sparkfleet.vllm.model_facts).
     type: dict
     required: true
   margin_gib:

@@ -48,7 +48,7 @@ options:
     type: str
   rdma_devices:
     description:
-      - The RDMA verbs nodes of the host (C(/dev/infiniband/uverbsN), C(/dev/infiniband/rdma_cm); C(spark_facts) lists them).
+      - The RDMA verbs nodes of the host (C(/dev/infiniband/uverbsN), C(/dev/infiniband/rdma_cm); M(sparkfleet.vllm.host_facts) lists them).
       - On gb10 a cluster member (a Ray unit, or an instance with a link subnet) may open them, with an unlimited memlock;
         never the rest of C(/dev/infiniband).
     type: list

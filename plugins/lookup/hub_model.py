@@ -42,7 +42,7 @@ EXAMPLES = r"""
 RETURN = r"""
 _raw:
   description:
-    - One dict per term, in the shape M(sparkfleet.vllm.spark_facts) describes a staged model, for the
+    - One dict per term, in the shape M(sparkfleet.vllm.model_facts) describes a staged model, for the
       host_plan filter; C(id), C(path) (the id), C(present), C(config), C(weight_bytes), C(commit) (the
       commit that was read) and C(source); or C(id) and C(catalog) for a catalog id.
   type: list

@@ -18,6 +18,13 @@ description:
   - A host without an NVIDIA GPU is reported as platform C(cpu); a GPU with compute capability
     12.1 (GB10) as C(gb10); any other GPU as C(unsupported-gpu), which the planner refuses.
   - Reads only; safe in check mode.
+deprecated:
+  removed_in: 1.0.0
+  why: >-
+    Its three parts are modules of their own, which the roles read - the host and its release (host_facts, with the
+    free memory CUDA reports on GB10, which this module never read), the staged models (model_facts) and the link
+    (link_facts).
+  alternative: Use M(sparkfleet.vllm.host_facts), M(sparkfleet.vllm.model_facts) and M(sparkfleet.vllm.link_facts).
 options:
   platform:
     description:

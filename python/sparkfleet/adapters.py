@@ -1,4 +1,4 @@
-"""Turn the plain dictionaries Ansible passes (spark_facts output, staged-model facts, instance lists) into planner input."""
+"""Turn the plain dictionaries Ansible passes (host facts, staged-model facts, instance lists) into planner input."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ _HOST_KEYS = (
 
 def host_facts(facts: Any, label: str = "sparkfleet_facts") -> HostFacts:
     if not isinstance(facts, dict):
-        raise PlanError(label, "must be the spark_facts dictionary (run the sparkfleet role first)")
+        raise PlanError(label, "must be the host facts (sparkfleet_facts: run the sparkfleet role first)")
     facts = plain(facts)
     try:
         return HostFacts.model_validate({key: facts[key] for key in _HOST_KEYS if facts.get(key) is not None})
@@ -311,7 +311,7 @@ def link_check(members: Any, settings: Any) -> dict[str, list[str]]:
     problems: list[str] = []
     warnings: list[str] = []
     for name, raw in sorted(members.items()):
-        report = link_report(str(name), link_facts(raw, f"{name}: spark_facts.link"), link, accept, gb10)
+        report = link_report(str(name), link_facts(raw, f"{name}: sparkfleet_link"), link, accept, gb10)
         problems += report.problems
         warnings += report.warnings
     instances = settings.get("instances") or []

@@ -161,7 +161,7 @@ def storage_check(needs: Any, space: Any, margin_gib: Any) -> list[str]:
     spaces = {name: storage.Space.model_validate(value) for name, value in (space or {}).items()}
     missing = sorted({n.into for n in parsed} - spaces.keys())
     if missing:
-        raise ValueError(f"no free-space facts for {', '.join(missing)} (run spark_facts with hf_home and model_store)")
+        raise ValueError(f"no free-space facts for {', '.join(missing)} (run model_facts with hf_home and model_store)")
     return storage.problems(parsed, spaces, float(margin_gib))
 
 

@@ -259,7 +259,7 @@ def profile_from_hub(model: HubModel) -> ModelProfile:
 
 
 def describe(ref: str) -> dict[str, Any]:
-    """What the planner needs of a hub model that is not staged yet, in the shape spark_facts describes a
+    """What the planner needs of a hub model that is not staged yet, in the shape model_facts describes a
     staged one ({id, path, config, weight_bytes}); a catalog id is left to its curated profile, unread."""
     from .catalog import load_catalog
 

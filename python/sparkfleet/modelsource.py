@@ -1,6 +1,6 @@
 """Where each instance's model and drafter come from, and what the planner is told about them.
 
-The vllm_serve role gathers the facts: what is staged on the host (spark_facts), what model_stage will copy
+The vllm_serve role gathers the facts: what is staged on the host (model_facts), what model_stage will copy
 from a controller directory (described there by the same code) or download from the hub (described from its
 config and headers, pinned to a commit). This module decides, in one place, which of them describes each
 model and each drafter, refuses an instance whose model nothing will provide, and turns the inventory's
@@ -24,7 +24,7 @@ SWITCHING_KEYS = ("on_demand", "idle_stop_after")
 class SourceFacts(Strict):
     """What the role read before planning; each mapping is keyed by model id, or by a controller directory."""
 
-    # spark_facts' staged: each id with `complete` and, when complete, its description.
+    # model_facts' staged: each id with `complete` and, when complete, its description.
     staged: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # model_stage_models: {id, src?, remote_src?, ...}.
     stage_entries: list[dict[str, Any]] = Field(default_factory=list)

@@ -94,7 +94,7 @@ def test_adapter_plans_a_staged_catalog_model_from_its_path() -> None:
 
 
 def test_adapter_plans_dflash_on_a_fork_whose_facts_declare_it() -> None:
-    """What vllm_serve hands the filter: spark_facts plus the release's version and declared capabilities."""
+    """What vllm_serve hands the filter: the host facts plus the release's version and declared capabilities."""
     facts = spark("0.19.0").model_dump(mode="json")
     instance = {"name": "aeon", "model": "AEON-7/DFlash-Qwen3.5-27B-Uncensored-NVFP4"}
     instance["intent"] = {"speculative": "dflash", "max_context": 32768, "concurrency": 1, "trust_remote_code": True}

@@ -224,7 +224,7 @@ def nccl_choice(found: NcclLibraries, wanted: Literal["pip", "system"], host: st
 
 
 class StagedModel(Strict):
-    """A model as a node's spark_facts / model_facts report it (their other keys are not compared)."""
+    """A model as a node's model_facts report it (their other keys are not compared)."""
 
     model_config = Strict.model_config | {"extra": "ignore"}
 

@@ -4,7 +4,7 @@ link doctor judges a measured bandwidth.
 A Spark cluster lives or dies by its link. NCCL over RoCE on both PCIe halves of a ConnectX-7 port is
 10-20x faster than over TCP sockets (seed 002 §13); a port left out of NCCL_IB_HCA or at MTU 1500 costs
 most of it (dgx-spark-playbooks#103: 3 -> 23.7 GB/s busbw); a badly initialised port caps near 13 Gb/s
-with every link check green (dgx-spark-playbooks#108). Nothing here touches a host: spark_facts reads
+with every link check green (dgx-spark-playbooks#108). Nothing here touches a host: link_facts reads
 the ports from sysfs, the ray_cluster role runs the bandwidth tools, this module judges.
 """
 
@@ -79,7 +79,7 @@ class NetDev(Strict):
 
 
 class LinkFacts(Strict):
-    """What spark_facts read of a member's link: its RDMA ports and the interfaces they and the link use."""
+    """What link_facts read of a member's link: its RDMA ports and the interfaces they and the link use."""
 
     rdma_ports: list[RdmaPort] = Field(default_factory=list)
     netdevs: dict[str, NetDev] = Field(default_factory=dict)
@@ -91,7 +91,7 @@ class LinkReport(Strict):
     warnings: list[str] = Field(default_factory=list)
 
 
-def link_facts(raw: object, label: str = "spark_facts.link") -> LinkFacts:
+def link_facts(raw: object, label: str = "sparkfleet_link") -> LinkFacts:
     try:
         return LinkFacts.model_validate(raw or {})
     except ValidationError as exc:

@@ -41,7 +41,7 @@ class InstanceRequest(Strict):
     model_ref: str
     # Where the model's files are on the host, when known (a staged directory or the hub snapshot to be).
     model_dir: str | None = None
-    # The filesystem type the model is read from, when spark_facts read it (for the load strategy).
+    # The filesystem type the model is read from, when model_facts read it (for the load strategy).
     model_fs: Annotated[str, Field(pattern=r"^[a-z0-9._-]{1,32}$")] | None = None
     intent: Intent
     # The profile of intent.drafter when it was read (staged, or described from the hub).

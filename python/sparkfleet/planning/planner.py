@@ -139,7 +139,7 @@ def plan(
 
     `model_dir` is where the model's files are on the host (a staged directory, or the hub snapshot model_stage
     will fill); a model_ref that is an absolute path is that directory. `model_fs` is the filesystem type it
-    is read from (spark_facts reads /proc/mounts), for the load strategy. `placement` is where this rank of a
+    is read from (model_facts reads /proc/mounts), for the load strategy. `placement` is where this rank of a
     native multi-node instance runs.
 
     The stages: refuse what cannot be served safely, take consent for a repository's code, size the pool and the

