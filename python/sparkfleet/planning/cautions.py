@@ -70,6 +70,27 @@ def guard_env(env: dict[str, str], version: VllmVersion) -> None:
             )
 
 
+def speculation_cautions(profile: ModelProfile, intent: Intent, r: Resolved) -> list[str]:
+    """What the field says of this plan's speculative decoding: its cost at high concurrency, MTP's loops, DFlash on a
+    quantized target."""
+    out: list[str] = []
+    if (
+        intent.speculative is not SpeculativeMethod.NONE
+        and intent.concurrency >= SPECULATION_OFF_AT
+        and not has_speculation_schedule(r.version)
+    ):
+        out.append(
+            f"speculation runs at every batch size on vLLM {r.version}: with {SPECULATION_OFF_AT} or more running requests "
+            f"it costs total throughput ({SEED_GUIDE} §14.7); vLLM {FIRST_SPECULATION_SCHEDULE}+ turns it off there"
+        )
+    if intent.speculative is SpeculativeMethod.MTP and profile.speculative.mtp_loops:
+        dflash = f"; DFlash ({profile.speculative.dflash_drafter}) avoids them" if profile.speculative.dflash_drafter else ""
+        out.append(f"MTP on {profile.id} can now and then fall into output loops{dflash} ({profile.sources['mtp_loops']})")
+    if intent.speculative is SpeculativeMethod.DFLASH and profile.checkpoint_format.is_fp4:
+        out.append(f"DFlash acceptance collapses on quantized targets under stock vLLM ({SEED_GUIDE} §7.1.1)")
+    return out
+
+
 def plan_warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: Resolved, required: int) -> list[str]:
     out: list[str] = []
     if not in_supported_range(r.version):
@@ -105,20 +126,7 @@ def plan_warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: Res
         )
     elif r.kv_cache_dtype == "fp8" and not fp8_in_recipe:
         out.append(f"fp8 KV on {profile.id} is not from its tested recipe: check output quality ({SEED_VLLM_BLOG})")
-    if (
-        intent.speculative is not SpeculativeMethod.NONE
-        and intent.concurrency >= SPECULATION_OFF_AT
-        and not has_speculation_schedule(r.version)
-    ):
-        out.append(
-            f"speculation runs at every batch size on vLLM {r.version}: with {SPECULATION_OFF_AT} or more running requests "
-            f"it costs total throughput ({SEED_GUIDE} §14.7); vLLM {FIRST_SPECULATION_SCHEDULE}+ turns it off there"
-        )
-    if intent.speculative is SpeculativeMethod.MTP and profile.speculative.mtp_loops:
-        dflash = f"; DFlash ({profile.speculative.dflash_drafter}) avoids them" if profile.speculative.dflash_drafter else ""
-        out.append(f"MTP on {profile.id} can now and then fall into output loops{dflash} ({profile.sources['mtp_loops']})")
-    if intent.speculative is SpeculativeMethod.DFLASH and profile.checkpoint_format.is_fp4:
-        out.append(f"DFlash acceptance collapses on quantized targets under stock vLLM ({SEED_GUIDE} §7.1.1)")
+    out += speculation_cautions(profile, intent, r)
     if intent.nodes > 1 and host.platform is Platform.CPU and intent.cluster_backend is ClusterBackend.RAY:
         out.append(
             "vLLM's CPU platform has no Ray device (vllm/v1/executor/ray_utils.py: 'current platform cpu does not "
