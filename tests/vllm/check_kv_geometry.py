@@ -673,8 +673,9 @@ def amx_tiles() -> bool:
 
 
 def planner_layout(model_dir: Path, settings: CacheSettings) -> Layout:
+    # The tiny models run on dummy weights: their directories hold none, and the geometry needs no weight size.
     profile = cpu_platform_state(
-        profile_from_dir(model_dir), text_config(json.loads((model_dir / "config.json").read_text()))
+        profile_from_dir(model_dir, weights_known=True), text_config(json.loads((model_dir / "config.json").read_text()))
     )
     geo = geometry(
         profile,

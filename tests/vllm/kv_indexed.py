@@ -280,7 +280,7 @@ def vllm_release() -> str:
 
 
 def planner_indexed_layout(model_dir: Path, max_model_len: int, in_flight: int, prefix_caching: bool) -> tuple[Any, ...]:
-    profile = profile_from_dir(model_dir)
+    profile = profile_from_dir(model_dir, weights_known=True)
     # The checkpoints a GB10 plan counts for the release this vLLM is.
     checkpoints = state_checkpoints(profile, Platform.GB10, VllmVersion.parse(vllm_release()))
     geo = indexed_geometry(profile, kv_cache_dtype="auto", prefix_caching=prefix_caching, checkpoints=checkpoints)

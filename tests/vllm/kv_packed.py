@@ -160,7 +160,7 @@ def vllm_packed_layout(model_dir: Path, max_model_len: int) -> tuple[tuple[Any, 
 
 
 def planner_packed_layout(model_dir: Path, max_model_len: int, in_flight: int) -> tuple[Any, ...]:
-    layout = profile_from_dir(model_dir).kv_layout
+    layout = profile_from_dir(model_dir, weights_known=True).kv_layout
     shape = layout.shape if isinstance(layout, PackedMlaPool) else None
     if shape is None:
         raise AssertionError(f"{model_dir}: the planner did not read a compressed MLA layout")
