@@ -176,6 +176,24 @@ def has_speculation_schedule(version: VllmVersion) -> bool:
 # What a release built from a fork may declare it carries ahead of its base version (the DFlash fork
 # of seed 002 §14.5 ran it on 0.19): each with the upstream release that first carries it.
 # None: in no upstream release yet, only a build that declares it carries it.
+# --moe-backend's choices, as config/kernel.py's MoEBackend Literal lists them in each released wheel read: what
+# intent.moe_backend is checked against there. Other releases' own parser checks the argv on the host.
+MOE_BACKENDS: dict[str, tuple[str, ...]] = {
+    "0.32.0": (
+        "auto", "triton", "batched_triton", "deep_gemm", "deep_gemm_mega_moe", "cutlass", "flashinfer_trtllm",
+        "flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_moe_ep_cutedsl", "flashinfer_b12x", "b12x",
+        "flashinfer_moe_ep_mega_deep_gemm", "marlin", "humming", "triton_unfused", "aiter", "aiter_mega_moe",
+        "aiter_triton_mxfp4_bf16", "flydsl", "hpc", "emulation", "rdna3",
+    ),
+    "0.33.0": (
+        "auto", "triton", "batched_triton", "deep_gemm", "deep_gemm_mega_moe", "cutlass", "flashinfer_trtllm",
+        "flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_moe_ep_cutedsl", "flashinfer_b12x", "b12x",
+        "flashinfer_moe_ep_mega_deep_gemm", "marlin", "humming", "triton_unfused", "aiter", "aiter_mega_moe",
+        "aiter_triton_mxfp4_bf16", "aiter_triton_mxfp4_mxfp4", "flydsl", "hpc", "emulation", "rdna3",
+    ),
+}  # fmt: skip
+
+
 CAPABILITIES: dict[str, str | None] = {
     "dflash": FIRST_DFLASH,
     # DFlash drafters with sliding-window layers interleaved (z-lab/Qwen3.6-27B-DFlash): vLLM PR #40898, unmerged

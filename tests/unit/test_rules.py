@@ -457,3 +457,25 @@ def test_mtp_on_a_model_whose_recipe_saw_it_loop_is_cautioned_naming_dflash() ->
     loops = [w for w in mtp.warnings if "output loops" in w]
     assert len(loops) == 1 and "z-lab/Qwen3.6-35B-A3B-DFlash" in loops[0] and "seed 002 §7.1.1" in loops[0]
     assert not [w for w in plan(spark("0.33.0"), qwen, Intent()).warnings if "output loops" in w]
+
+
+def test_the_moe_backend_lever_replaces_the_plans_pin_checked_against_the_release() -> None:
+    """Issue 49.6: seed 002 §7.1.4's author found flashinfer_cutlass faster than Marlin on Qwen3.5-122B; an A/B lever,
+    refused where it cannot apply, checked against vLLM 0.32 / 0.33's own MoEBackend choices, cautioned on sm_121."""
+    qwen35 = get_profile("RedHatAI/Qwen3.5-122B-A10B-NVFP4")
+    asked = plan(spark("0.33.0"), qwen35, Intent(moe_backend="flashinfer-cutlass"))
+    assert asked.flag("--moe-backend") == ["flashinfer_cutlass"] and "intent.moe_backend" in next(
+        f.reason for f in asked.flags if f.name == "--moe-backend"
+    )
+    assert "VLLM_MARLIN_USE_ATOMIC_ADD" not in asked.env
+    assert any("NaN scales" in w and "§7.1.4" in w for w in asked.warnings)
+    assert not [w for w in plan(spark("0.33.0"), qwen35, Intent()).warnings if "moe_backend" in w]
+    with pytest.raises(PlanError, match="not a MoE backend of vLLM 0.33.0") as unknown:
+        plan(spark("0.33.0"), qwen35, Intent(moe_backend="cutlas"))
+    assert unknown.value.variable == "intent.moe_backend" and "moe_backend marlin" in unknown.value.suggestions
+    # 0.33 has one the 0.32 list lacks; a release whose list was not read passes it to its own parser on the host.
+    with pytest.raises(PlanError, match="0.32.0"):
+        plan(spark("0.32.0"), qwen35, Intent(moe_backend="aiter_triton_mxfp4_mxfp4"))
+    assert plan(spark("0.29.0"), qwen35, Intent(moe_backend="some_new_one")).flag("--moe-backend") == ["some_new_one"]
+    with pytest.raises(PlanError, match="has no MoE layers"):
+        plan(spark("0.33.0"), get_profile(GEMMA_31B), Intent(moe_backend="marlin"))

@@ -137,6 +137,11 @@ class Intent(Strict):
     speculative: SpeculativeMethod = Field(
         SpeculativeMethod.NONE, description="speculative decoding: none, ngram, suffix, mtp, dflash, eagle3 or draft_model"
     )
+    moe_backend: Annotated[str, Field(pattern=r"^[a-z0-9_-]{1,40}$")] | None = Field(
+        None,
+        description="the MoE kernel, in place of the plan's (Marlin for FP4 MoE on a Spark), to A/B it on your build; "
+        "checked against the release's choices where they were read",
+    )
     load: LoadStrategy = Field(
         LoadStrategy.AUTO,
         description="how vLLM reads the checkpoint; auto picks by platform, filesystem and the memory free while loading",

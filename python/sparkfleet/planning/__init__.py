@@ -8,6 +8,7 @@ Out: a ServePlan per instance (argv, env, systemd limits and memory, each with i
 - choices: the intent resolved against the host, the model and the release (context, scheduler, KV dtype,
   speculation), and the KV pool (sparkfleet.kv);
 - budget, memory, loading: non-KV memory, the KV the room allows, and what loading the checkpoint holds;
+- levers: the A/B levers an intent pulls in place of the plan's choice (the MoE backend);
 - cautions, answers, requestsize, remotecode: warnings and refusals after the plan, the known-answer check, the
   largest request body, whether the repository's own code would run;
 - hostplan, memguard: every instance of one host together (names, ports, accounts, memory) and the memory guard's

@@ -28,6 +28,7 @@ from ..versions import (
 )
 from . import memory as mem
 from .choices import Resolved
+from .rules.kernels import NVFP4_FORMATS
 from .rules.speculation import SPECULATION_OFF_AT
 
 
@@ -68,6 +69,19 @@ def guard_env(env: dict[str, str], version: VllmVersion) -> None:
                 f"{name} is not read by vLLM {version}; it would be ignored",
                 (ENV_VARS[name].replacement or "dropping it",),
             )
+
+
+def kernel_cautions(host: HostFacts, profile: ModelProfile, intent: Intent) -> list[str]:
+    """A MoE kernel the intent asks for on an NVFP4 MoE on GB10, where the field found only Marlin correct."""
+    asked = (intent.moe_backend or "").lower().replace("-", "_")
+    nvfp4 = profile.checkpoint_format in NVFP4_FORMATS
+    if not asked or asked == "marlin" or host.platform is not Platform.GB10 or not (profile.moe and nvfp4):
+        return []
+    return [
+        f"moe_backend {asked} on {profile.id}'s FP4 MoE on sm_121: the native CUTLASS FP4 MoE path emits garbage there "
+        f"(NaN scales; {SEED_GUIDE} §7.2.2, {SEED_SM121}) while flashinfer_cutlass ran faster than Marlin on one build "
+        f"({SEED_GUIDE} §7.1.4): check the answers, and that vLLM's log names the MoE backend you asked for"
+    ]
 
 
 def speculation_cautions(profile: ModelProfile, intent: Intent, r: Resolved) -> list[str]:
@@ -126,7 +140,7 @@ def plan_warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: Res
         )
     elif r.kv_cache_dtype == "fp8" and not fp8_in_recipe:
         out.append(f"fp8 KV on {profile.id} is not from its tested recipe: check output quality ({SEED_VLLM_BLOG})")
-    out += speculation_cautions(profile, intent, r)
+    out += speculation_cautions(profile, intent, r) + kernel_cautions(host, profile, intent)
     if intent.nodes > 1 and host.platform is Platform.CPU and intent.cluster_backend is ClusterBackend.RAY:
         out.append(
             "vLLM's CPU platform has no Ray device (vllm/v1/executor/ray_utils.py: 'current platform cpu does not "

@@ -39,6 +39,7 @@ from ..versions import (
     cudagraph_capture_ceiling,
     has_flag,
 )
+from .levers import check_moe_backend
 
 DEFAULT_CONTEXT = 65536
 DEFAULT_VLLM = {platform: NEWEST_RELEASE[platform.value] for platform in Platform}
@@ -282,6 +283,7 @@ def resolve(host: HostFacts, profile: ModelProfile, intent: Intent, drafter: Mod
             ("pipeline_parallel_size instead",),
         )
     _check_speculative(profile, intent, version, host.vllm_capabilities)
+    check_moe_backend(profile, intent, version)
 
     context = intent.max_context or min(profile.native_max_context, DEFAULT_CONTEXT)
     long_context, yarn = _past_native(profile, intent, context)

@@ -8,10 +8,25 @@ from ...versions import EnvState, env_state, has_flag
 from .base import Entry, Settings, arg, env, is_gb10
 
 
-def kernels(s: Settings) -> list[Entry]:
-    if not is_gb10(s):
+def moe_backend_asked(s: Settings) -> list[Entry]:
+    """intent.moe_backend, the A/B lever: the MoE kernel in place of the plan's, on any platform."""
+    if s.intent.moe_backend is None:
         return []
-    out: list[Entry] = []
+    return [
+        arg(
+            "--moe-backend",
+            s.intent.moe_backend.lower().replace("-", "_"),
+            reason="intent.moe_backend: the MoE kernel asked for in place of the plan's, to A/B it on this build",
+            source=f"intent; {SEED_GUIDE} §7.1.4 (flashinfer_cutlass ran faster than Marlin on Qwen3.5-122B: "
+            "worth A/B-ing on your build)",
+        )
+    ]
+
+
+def kernels(s: Settings) -> list[Entry]:
+    out = moe_backend_asked(s)
+    if not is_gb10(s):
+        return out
     dflash = s.intent.speculative is SpeculativeMethod.DFLASH
     if s.profile.force_attention_backend:
         backend = "TRITON_MLA" if s.profile.mla else "TRITON_ATTN"
@@ -38,7 +53,7 @@ def kernels(s: Settings) -> list[Entry]:
                 "--attention-backend flashinfer dropped), §14.4, §14.7",
             )
         )
-    if s.profile.moe and s.profile.checkpoint_format.is_fp4:
+    if s.profile.moe and s.profile.checkpoint_format.is_fp4 and s.intent.moe_backend is None:
         out.append(
             arg(
                 "--moe-backend",
@@ -122,7 +137,8 @@ MARLIN_REDUCE_SOURCE = (
 def marlin_reduce(s: Settings, dense_on_marlin: bool) -> list[Entry]:
     """VLLM_MARLIN_USE_ATOMIC_ADD where a Marlin kernel reads it: a dense GEMM pinned to Marlin; the FP4 MoE on
     Marlin only on releases before 0.32 (not read from their source; seed 004's advice stands there)."""
-    moe_on_marlin = s.profile.moe and s.profile.checkpoint_format.is_fp4
+    asked = s.intent.moe_backend
+    moe_on_marlin = s.profile.moe and s.profile.checkpoint_format.is_fp4 and asked in (None, "marlin")
     older_moe = moe_on_marlin and not s.version.at_least(MOE_MARLIN_IGNORES_ATOMIC_ADD)
     if not (dense_on_marlin or older_moe):
         return []

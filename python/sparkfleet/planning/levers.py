@@ -1,0 +1,34 @@
+"""The A/B levers an intent pulls in place of the plan's choice (issue 49): each checked against the model and the
+release before anything is planned. Pure.
+
+- moe_backend: the MoE kernel (seed 002 §7.1.4 found flashinfer_cutlass faster than Marlin on one model and build).
+"""
+
+from __future__ import annotations
+
+from ..errors import PlanError
+from ..models import Intent, ModelProfile
+from ..versions import FLAGS, MOE_BACKENDS, VllmVersion, has_flag
+
+
+def check_moe_backend(profile: ModelProfile, intent: Intent, version: VllmVersion) -> None:
+    """intent.moe_backend: a model with MoE layers, and one of the release's choices where they were read (vLLM
+    lower-cases the value and reads '-' as '_', as its own --moe-backend type does)."""
+    asked = intent.moe_backend
+    if asked is None:
+        return
+    if not profile.moe:
+        raise PlanError("intent.moe_backend", f"{asked}: {profile.id} has no MoE layers", ("leave moe_backend unset",))
+    if not has_flag(version, "--moe-backend"):
+        raise PlanError(
+            "intent.moe_backend",
+            f"vLLM {version} has no --moe-backend (from {FLAGS['--moe-backend'].first})",
+            (f"vllm_version {FLAGS['--moe-backend'].first} or newer",),
+        )
+    choices = MOE_BACKENDS.get(f"{version.major}.{version.minor}.0")
+    if choices is not None and asked.lower().replace("-", "_") not in choices:
+        raise PlanError(
+            "intent.moe_backend",
+            f"{asked!r} is not a MoE backend of vLLM {version} (config/kernel.py MoEBackend)",
+            tuple(f"moe_backend {c}" for c in ("marlin", "flashinfer_cutlass", "triton") if c in choices),
+        )
