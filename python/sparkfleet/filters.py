@@ -15,12 +15,17 @@ from pydantic import ValidationError
 from . import adapters, bench, modelsource, recipes, storage, versions
 from .doctor import journal_pattern
 from .errors import from_validation
-from .hostconfig import hardening, instancefiles, unitfile, webui
+from .hostconfig import accounts, hardening, instancefiles, unitfile, webui
 from .models import Intent, Platform
 from .planning import loading
 from .planning.planner import plan
 from .recipes import PLATFORM_PACKAGES
 from .release import Lock
+
+
+def account_refusal(users: Any, names: Any, host: Any) -> str:
+    """The refusal of the host's accounts, or '' when there is none."""
+    return accounts.account_refusal(users or {}, {str(k): str(v) for k, v in (names or {}).items()}, str(host)) or ""
 
 
 def bench_summary(  # noqa: PLR0917 - a filter's arguments are positional in Jinja
