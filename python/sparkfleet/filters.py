@@ -200,5 +200,21 @@ def unit_value(value: Any, place: Any, variable: Any = "unit file") -> str:
     return unitfile.unit_value(value, str(place), str(variable))
 
 
+def unstaged_refusal(  # noqa: PLR0917 - a filter's arguments are positional in Jinja
+    instances: Any, drafters: Any, staged: Any, release: Any, where: Any, render_only: Any = False
+) -> str:
+    """Why vllm_serve cannot start its instances here (no release, models not staged), or ''. Rendered-only instances
+    need no staged model."""
+    complete = {str(name) for name, found in (staged or {}).items() if (found or {}).get("complete")}
+    wanted = [] if render_only else list(instances or [])
+    return modelsource.unstaged_refusal(
+        wanted,
+        [] if render_only else [str(d) for d in drafters or []],
+        complete,
+        release,
+        {k: str(v) for k, v in where.items()},
+    )
+
+
 def webui_plan(settings: Any, host_plan: Any, door: Any, root: Any) -> dict[str, Any]:
     return webui.webui_plan_from(settings, host_plan, door, str(root)).model_dump(mode="json")

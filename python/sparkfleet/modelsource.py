@@ -144,3 +144,31 @@ def planner_instances(
             }
         )
     return out
+
+
+def unstaged_refusal(
+    instances: list[dict[str, Any]],
+    drafters: list[str],
+    complete: set[str],
+    release: dict[str, Any] | None,
+    where: dict[str, str],
+) -> str:
+    """Why the host cannot serve yet, in one message: no release, and every model and drafter not staged completely (each
+    instance's by its index in vllm_serve_instances, then the drafters); '' when it can. `where`: the host, the release
+    root, the model store and the hub home the message names."""
+    host = where["host"]
+    parts = []
+    if not release or release.get("vllm_version") is None:
+        parts.append(
+            f"{host} has no vLLM release at {where['root']}/current; run the sparkfleet.vllm.vllm_install role (or the "
+            "site playbook) first."
+        )
+    wanted = [(f"vllm_serve_instances[{i}].model", str(item["model"])) for i, item in enumerate(instances)]
+    wanted += [("vllm_serve_instances[*].intent.drafter", drafter) for drafter in drafters]
+    parts += [
+        f"{variable}: {model} is not staged on {host} (looked in {where['model_store']}/{model} and "
+        f"{where['hf_home']}/hub); add it to model_stage_models and run the model_stage role."
+        for variable, model in wanted
+        if model not in complete
+    ]
+    return " ".join(parts)

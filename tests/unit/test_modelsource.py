@@ -95,3 +95,20 @@ def test_an_instances_chat_template_is_read_from_where_the_role_writes_it() -> N
             [{"name": "qwen", "model": "org/m", "chat_template": "t.jinja"}],
             facts(staged={"org/m": STAGED}), host="h", keyed=set(), link={},
         )  # fmt: skip
+
+
+def test_the_unstaged_refusal_names_each_missing_model_by_its_place_and_a_missing_release() -> None:
+    from sparkfleet.filters import unstaged_refusal
+
+    where = {"host": "spark01", "root": "/opt/sparkfleet", "model_store": "/m", "hf_home": "/hf"}
+    instances = [{"name": "a", "model": "org/a"}, {"name": "b", "model": "org/b"}]
+    staged = {"org/a": {"complete": True}, "org/b": {"complete": False}}
+    said = unstaged_refusal(instances, ["org/draft"], staged, {"vllm_version": "0.33.0"}, where)
+    assert said == (
+        "vllm_serve_instances[1].model: org/b is not staged on spark01 (looked in /m/org/b and /hf/hub); add it to "
+        "model_stage_models and run the model_stage role. vllm_serve_instances[*].intent.drafter: org/draft is not "
+        "staged on spark01 (looked in /m/org/draft and /hf/hub); add it to model_stage_models and run the model_stage role."
+    )
+    none = unstaged_refusal(instances, [], staged, None, where, True)
+    assert none.startswith("spark01 has no vLLM release at /opt/sparkfleet/current") and "org/b" not in none
+    assert unstaged_refusal(instances[:1], [], staged, {"vllm_version": "0.33.0"}, where) == ""
