@@ -29,8 +29,8 @@ from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import loa
 
 # The modules every controller-side plugin of the collection loads (plugin_utils.library.load's callers).
 LIBRARY_MODULES = (
-    "sparkfleet.adapters",
-    "sparkfleet.filters",
+    "sparkfleet.boundary.adapters",
+    "sparkfleet.boundary.filters",
     "sparkfleet.hub",
     "sparkfleet.hubpins",
     "sparkfleet.planning.planner",

@@ -73,7 +73,7 @@ from ansible_collections.sparkfleet.vllm.plugins.plugin_utils.library import loa
 
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
-        plain = load("sparkfleet.adapters").plain
+        plain = load("sparkfleet.boundary.adapters").plain
         inputs_from = load("sparkfleet.recipes").inputs_from
         lock_for = load("sparkfleet.resolver").lock_for
         self.set_options(var_options=variables, direct=kwargs)

@@ -65,7 +65,7 @@ class LookupModule(LookupBase):
         if len(terms) != 1:
             raise AnsibleLookupError("webui_lock: one term, the Open WebUI version")
         cache = self.get_option("cache_dir")
-        target = load("sparkfleet.adapters").plain(self.get_option("target"))
+        target = load("sparkfleet.boundary.adapters").plain(self.get_option("target"))
         try:
             lock = load("sparkfleet.hostconfig.webui").webui_lock_from(
                 str(terms[0]), target, Path(cache).expanduser() if cache else None, self.get_option("relock")

@@ -1,6 +1,6 @@
 # Copyright: sparkfleet contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The one wrapper behind every filter of this collection: sparkfleet.filters does the work."""
+"""The one wrapper behind every filter of this collection: sparkfleet.boundary.filters does the work."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ def library_filter(name):
     """The filter `name`: its arguments copied into plain containers, a refusal raised as AnsibleFilterError."""
 
     def run(*args, **kwargs):
-        plain = load("sparkfleet.adapters").plain
-        function = getattr(load("sparkfleet.filters"), name)
+        plain = load("sparkfleet.boundary.adapters").plain
+        function = getattr(load("sparkfleet.boundary.filters"), name)
         try:
             return function(*(plain(value) for value in args), **{key: plain(value) for key, value in kwargs.items()})
         except ValueError as exc:

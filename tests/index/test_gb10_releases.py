@@ -204,7 +204,7 @@ def test_the_b12x_extra_locks_vllms_own_b12x_pin() -> None:
 
 def test_an_omni_instance_brings_vllms_audio_extra_into_the_lock() -> None:
     """Seed 002 §7.3.2: audio input needs vllm[audio]; the instance's profile asks for it, the real index resolves it."""
-    from sparkfleet.filters import loader_packages
+    from sparkfleet.boundary.filters import loader_packages
 
     omni = [{"name": "omni", "model": "nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-NVFP4"}]
     extra = loader_packages(omni, "0.33.0", [], "gb10")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkfleet.adapters import front_door_plan, host_plan
+from sparkfleet.boundary.adapters import front_door_plan, host_plan
 from sparkfleet.hostconfig.hardening import check_clients
 from sparkfleet.hostconfig.monitoring import thresholds
 from sparkfleet.modelsource import SourceFacts, planner_instances

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from test_gpu_metrics import GB10, H100, gpu
 
-from sparkfleet import adapters
+from sparkfleet.boundary import adapters
 from sparkfleet.hostconfig.monitoring import VLLM_JOB, rules_document, scrape_targets, thresholds
 
 ROOT = Path(__file__).resolve().parents[2]

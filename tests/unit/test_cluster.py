@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkfleet.adapters import cluster_environment
+from sparkfleet.boundary.adapters import cluster_environment
 from sparkfleet.errors import PlanError
 from sparkfleet.hostconfig.cluster import (
     NcclLibraries,

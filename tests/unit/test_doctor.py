@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sparkfleet.adapters import doctor_report
+from sparkfleet.boundary.adapters import doctor_report
 from sparkfleet.doctor import Status, diagnose, journal_report
 
 GIB = 1024**3

@@ -10,7 +10,7 @@ from conftest import spark
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkfleet.adapters import front_door_plan
+from sparkfleet.boundary.adapters import front_door_plan
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import PlanError
 from sparkfleet.hostconfig.door import GENERATE_PATHS, METRICS_CLIENT, METRICS_PREFIX, NGINX_BASE_MIB, key_digest

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import CLI_WITHOUT_RETRY_WAITS, spark
 
-from sparkfleet.adapters import instance_request
+from sparkfleet.boundary.adapters import instance_request
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import PlanError
 from sparkfleet.models import Intent, ModelProfile, SpeculativeSupport

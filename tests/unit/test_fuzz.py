@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkfleet.adapters import host_plan
+from sparkfleet.boundary.adapters import host_plan
 from sparkfleet.errors import PlanError
 from sparkfleet.hostconfig.hardening import check_clients
 from sparkfleet.hostconfig.monitoring import thresholds

@@ -9,7 +9,7 @@ from conftest import cpu_host, spark
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkfleet.adapters import host_plan, plain
+from sparkfleet.boundary.adapters import host_plan, plain
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import InfeasibleError, PlanError
 from sparkfleet.models import Intent

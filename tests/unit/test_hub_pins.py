@@ -89,7 +89,7 @@ def test_a_revision_that_does_not_exist_is_refused_naming_the_model(hub: HubServ
 
 
 def test_a_model_planned_before_staging_is_served_at_its_pinned_commit() -> None:
-    from sparkfleet.adapters import host_plan
+    from sparkfleet.boundary.adapters import host_plan
 
     facts = {"platform": "gb10", "compute_capability": "12.1", "mem_total_bytes": 130662924288, "vllm_version": "0.32.0"}
     catalog = {"id": "openai/gpt-oss-120b", "path": "openai/gpt-oss-120b", "commit": OLD}

@@ -10,7 +10,7 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils import link_state
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkfleet.adapters import link_check
+from sparkfleet.boundary.adapters import link_check
 from sparkfleet.errors import PlanError
 from sparkfleet.hostconfig.cluster import Interconnect
 from sparkfleet.hostconfig.link import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import spark
 
-from sparkfleet.adapters import instance_request
+from sparkfleet.boundary.adapters import instance_request
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import PlanError
 from sparkfleet.models import GIB, HostFacts, Intent, ModelProfile

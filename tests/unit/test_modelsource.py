@@ -98,7 +98,7 @@ def test_an_instances_chat_template_is_read_from_where_the_role_writes_it() -> N
 
 
 def test_the_unstaged_refusal_names_each_missing_model_by_its_place_and_a_missing_release() -> None:
-    from sparkfleet.filters import unstaged_refusal
+    from sparkfleet.boundary.filters import unstaged_refusal
 
     where = {"host": "spark01", "root": "/opt/sparkfleet", "model_store": "/m", "hf_home": "/hf"}
     instances = [{"name": "a", "model": "org/a"}, {"name": "b", "model": "org/b"}]

@@ -9,7 +9,7 @@ from conftest import spark
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkfleet.adapters import fleet_targets, monitoring_artifact
+from sparkfleet.boundary.adapters import fleet_targets, monitoring_artifact
 from sparkfleet.catalog import get_profile
 from sparkfleet.cli import main
 from sparkfleet.errors import PlanError

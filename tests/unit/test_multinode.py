@@ -213,7 +213,7 @@ def test_a_ray_plan_on_cpu_warns_that_vllm_cannot_run_it_a_native_one_does_not()
 
 
 def test_each_member_after_the_head_runs_the_next_rank_of_a_native_instance_without_its_key() -> None:
-    from sparkfleet.adapters import cluster_ranks
+    from sparkfleet.boundary.adapters import cluster_ranks
 
     head_list = [
         {"name": "one", "model": "m", "api_key": "k" * 20, "intent": {"max_context": 512}},

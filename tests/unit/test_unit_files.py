@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rendering import RenderRefusedError, TemplateRenderer
 
-from sparkfleet.adapters import host_plan
+from sparkfleet.boundary.adapters import host_plan
 from sparkfleet.errors import PlanError
 from sparkfleet.hostconfig.unitfile import Place, unit_value
 

@@ -123,7 +123,7 @@ def test_loader_packages_filter_reads_each_instances_intent_and_names_bad_input(
 def test_every_filter_is_one_library_function_behind_the_one_wrapper() -> None:
     import inspect
 
-    from sparkfleet import filters
+    from sparkfleet.boundary import filters
 
     plugins = {path.stem: path.read_text() for path in (Path(__file__).parents[3] / "plugins" / "filter").glob("*.py")}
     functions = {

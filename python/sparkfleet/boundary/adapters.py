@@ -6,10 +6,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .catalog import get_profile, load_catalog
-from .doctor import Status, diagnose, render
-from .errors import PlanError, from_validation
-from .hostconfig.cluster import (
+from ..catalog import get_profile, load_catalog
+from ..doctor import Status, diagnose, render
+from ..errors import PlanError, from_validation
+from ..hostconfig.cluster import (
     NcclLibraries,
     NodeFacts,
     cluster_problems,
@@ -18,13 +18,13 @@ from .hostconfig.cluster import (
     nccl_choice,
     ray_auth_env,
 )
-from .hostconfig.door import METRICS_CLIENT, DoorPlan, client_digests, door_plan_from
-from .hostconfig.link import graph_instances, link_facts, link_report, nccl_graphs_problem
-from .hostconfig.monitoring import ScrapedHost, dashboard, plan_metrics, queries, rules_document, scrape_targets, thresholds
-from .hub import served_at, snapshot_dir
-from .models import GIB, HostFacts, Intent, ModelProfile
-from .planning.hostplan import HostPlan, InstanceRequest, endpoint, plan_host, socket_endpoint
-from .reading.config import profile_from_config
+from ..hostconfig.door import METRICS_CLIENT, DoorPlan, client_digests, door_plan_from
+from ..hostconfig.link import graph_instances, link_facts, link_report, nccl_graphs_problem
+from ..hostconfig.monitoring import ScrapedHost, dashboard, plan_metrics, queries, rules_document, scrape_targets, thresholds
+from ..hub import served_at, snapshot_dir
+from ..models import GIB, HostFacts, Intent, ModelProfile
+from ..planning.hostplan import HostPlan, InstanceRequest, endpoint, plan_host, socket_endpoint
+from ..reading.config import profile_from_config
 
 
 def plain(value: Any) -> Any:

@@ -12,15 +12,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import adapters, bench, modelsource, recipes, storage, versions
-from .doctor import journal_pattern
-from .errors import from_validation
-from .hostconfig import accounts, hardening, instancefiles, unitfile, webui
-from .models import Intent, Platform
-from .planning import loading
-from .planning.planner import plan
-from .recipes import PLATFORM_PACKAGES
-from .release import Lock
+from .. import bench, modelsource, recipes, storage, versions
+from ..doctor import journal_pattern
+from ..errors import from_validation
+from ..hostconfig import accounts, hardening, instancefiles, unitfile, webui
+from ..models import Intent, Platform
+from ..planning import loading
+from ..planning.planner import plan
+from ..recipes import PLATFORM_PACKAGES
+from ..release import Lock
+from . import adapters
 
 
 def account_refusal(users: Any, names: Any, host: Any) -> str:
