@@ -14,6 +14,9 @@ description:
     measured under (release id and key package versions, argv and its hash, the environment's hash, context,
     sequences, graph sizes, and the backends vLLM logged it selected) and, per concurrency, each metric's
     median, minimum, maximum and spread over the runs.
+  - Each level's decode (concurrency x 1000 / median time per output token) is held against the plan's speed
+    prediction at that concurrency; a level under half its predicted range's low end is flagged with what the
+    record and the start show could explain it (a kernel fallback, eager mode, kernels compiled at start).
   - C(sparkfleet bench compare A B) prints two such summaries side by side.
 positional: plan, release, journal, input_len, output_len, start
 options:
@@ -63,8 +66,9 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description: >-
-    C(schema), C(record), C(start), C(input_len), C(output_len) and C(levels) (concurrency, runs, completed, failed,
-    metrics).
+    C(schema), C(record), C(start), C(input_len), C(output_len), C(levels) (concurrency, runs, completed, failed,
+    metrics) and C(against_prediction) (each level's measured aggregate decode over the plan's predicted one, a flag
+    where it is far below and the likely causes; on a CPU host, C(predicted) false and why).
   type: dict
 """
 

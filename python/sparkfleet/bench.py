@@ -10,6 +10,7 @@ lines vLLM logged about what it selected. Nothing here reads files or the networ
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import statistics
 from collections.abc import Mapping, Sequence
@@ -90,6 +91,75 @@ def record(plan: Mapping[str, Any], release: Mapping[str, Any], journal: str) ->
     }
 
 
+# A measurement this far below its prediction's range is flagged, with what the journal says could explain it.
+FAR_BELOW = 0.5
+
+
+def predicted_aggregate(speed: Mapping[str, Any], concurrency: int) -> float | None:
+    """The plan's predicted aggregate decode at a concurrency: its curve's point, or the line between the two
+    points around it; None past the curve's end (the plan's max_num_seqs)."""
+    points = sorted((int(p["concurrency"]), float(p["aggregate_tps"])) for p in speed.get("curve", []))
+    for (n0, v0), (n1, v1) in itertools.pairwise(points):
+        if n0 <= concurrency <= n1:
+            return v0 + (v1 - v0) * (concurrency - n0) / (n1 - n0)
+    return points[0][1] if points and points[0][0] == concurrency else None
+
+
+def likely_causes(record: Mapping[str, Any], start: Mapping[str, Any] | None) -> list[str]:
+    """What the run's own record and the instance's start say would slow decode below its prediction."""
+    causes = []
+    backends = {str(k): str(v) for k, v in dict(record.get("backends") or {}).items()}
+    for what, value in backends.items():
+        if "marlin" in value.lower() and "moe" not in what.lower():
+            causes.append(f"{what} fell back to {value} (seed 003: FlashInfer's FP4 kernels fall back on sm_121)")
+    if record.get("enforce_eager"):
+        causes.append("the instance runs eager, without CUDA graphs (seed 004: ~59 -> ~26 tok/s)")
+    if start and start.get("kernels_compiled"):
+        causes.append(f"its last start compiled {start['kernels_compiled']} kernels: a compile during a run stalls it")
+    return causes
+
+
+def against_prediction(
+    plan: Mapping[str, Any], levels: Sequence[Mapping[str, Any]], record: Mapping[str, Any], start: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Each level's measured aggregate decode next to the plan's prediction, and a flag where it is far below.
+
+    Measured decode is the streams' own (concurrency x 1000 / median time per output token): vLLM's output
+    throughput also counts the prompts' prefill, which the decode prediction does not."""
+    speed = plan.get("speed")
+    if not speed:
+        why = (
+            f"no speed prediction in the plan (platform {plan.get('platform')}): the speed model is fitted to GB10 "
+            "measurements, and a CPU's figures are never held against it"
+        )
+        return {"predicted": False, "why": why}
+    low_ratio = float(speed["aggregate"]["low"]) / float(speed["aggregate"]["value"])
+    rows = []
+    for level in levels:
+        tpot = level["metrics"].get("mean_tpot_ms", {}).get("median")
+        predicted = predicted_aggregate(speed, int(level["concurrency"]))
+        if not tpot or predicted is None:
+            continue
+        measured = int(level["concurrency"]) * 1000.0 / float(tpot)
+        ratio = measured / predicted
+        rows.append(
+            {
+                "concurrency": level["concurrency"],
+                "measured_tps": round(measured, 1),
+                "predicted_tps": round(predicted, 1),
+                "ratio": round(ratio, 3),
+                "far_below": ratio < low_ratio * FAR_BELOW,
+            }
+        )
+    flagged = any(r["far_below"] for r in rows)
+    return {
+        "predicted": True,
+        "levels": rows,
+        "far_below": flagged,
+        "likely_causes": likely_causes(record, start) if flagged else [],
+    }
+
+
 def summary(
     plan: Mapping[str, Any],
     release: Mapping[str, Any],
@@ -121,14 +191,41 @@ def summary(
                 "metrics": metrics,
             }
         )
+    setup = record(plan, release, journal)
+    kept_start = {key: start.get(key) for key in START_KEYS} if start else None
     return {
         "schema": SUMMARY_SCHEMA,
-        "record": record(plan, release, journal),
-        "start": {key: start.get(key) for key in START_KEYS} if start else None,
+        "record": setup,
+        "start": kept_start,
         "input_len": input_len,
         "output_len": output_len,
         "levels": levels,
+        "against_prediction": against_prediction(plan, levels, setup, kept_start),
     }
+
+
+def prometheus_text(instance: str, result: Mapping[str, Any]) -> str:
+    """The textfile collector's metrics of a benchmark: measured over predicted decode per concurrency, and the flag.
+
+    Empty where the plan predicted nothing (a CPU host): no ratio is ever made against a Spark's prediction there.
+    """
+    held = result.get("against_prediction") or {}
+    if not held.get("predicted"):
+        return ""
+    label = json.dumps(str(instance))
+    lines = [
+        "# HELP sparkfleet_benchmark_decode_ratio Measured over predicted aggregate decode at the last benchmark.",
+        "# TYPE sparkfleet_benchmark_decode_ratio gauge",
+    ]
+    for row in held.get("levels", []):
+        at = f'concurrency="{int(row["concurrency"])}"'
+        lines.append(f"sparkfleet_benchmark_decode_ratio{{instance={label},{at}}} {float(row['ratio'])}")
+    lines += [
+        "# HELP sparkfleet_benchmark_far_below_prediction 1 when a level decoded far below its predicted range.",
+        "# TYPE sparkfleet_benchmark_far_below_prediction gauge",
+        f"sparkfleet_benchmark_far_below_prediction{{instance={label}}} {int(bool(held.get('far_below')))}",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def check_summary(data: Any, name: str) -> dict[str, Any]:

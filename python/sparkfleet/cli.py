@@ -22,6 +22,7 @@ from .models import (
 )
 from .planargs import add_plan_args, make_plan
 from .planning.choices import DEFAULT_VLLM
+from .planning.speedplan import catalog_decode
 from .recipes import InstallInputs
 from .report import render_explain, render_report
 from .versions import CAPABILITIES
@@ -31,7 +32,7 @@ def _catalog(as_json: bool) -> str:
     catalog = load_catalog()
     if as_json:
         return json.dumps({k: v.model_dump(mode="json") for k, v in catalog.items()}, indent=2)
-    rows = [f"{'model':<62} {'format':<26} {'weights':>8} {'context':>9}  notes"]
+    rows = [f"{'model':<62} {'format':<26} {'weights':>8} {'context':>9} {'decode':>13}  notes"]
     for profile in catalog.values():
         notes = ", ".join(
             x
@@ -44,10 +45,15 @@ def _catalog(as_json: bool) -> str:
             )
             if x
         )
+        decode = catalog_decode(profile)
         rows.append(
             f"{profile.id:<62} {profile.checkpoint_format.value:<26} {profile.weights_gib:>6.1f}Gi "
-            f"{profile.native_max_context:>9}  {notes}"
+            f"{profile.native_max_context:>9} {f'~{decode.value:.0f} tok/s' if decode else '-':>13}  {notes}"
         )
+    rows.append(
+        "decode: predicted single-stream tok/s on a Spark at 1,024 tokens, CUDA graphs, the recipe's KV dtype "
+        "(sparkfleet plan MODEL --platform gb10 shows its range)"
+    )
     return "\n".join(rows)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 
 from .models import GIB, ServePlan
+from .models.speed import Band
 
 
 def _bar(value: float, total: float, width: int = 40) -> str:
@@ -52,12 +53,42 @@ def render_report(plan: ServePlan) -> str:
     for name, value in parts:
         if value:
             lines.append(f"    {name:<13}{value:8.2f}  {_bar(value, m.total)}")
+    lines += _speed_lines(plan)
     lines += ["", "  command", "    " + " \\\n      ".join(_argv_lines(plan)), "", "  environment"]
     lines += [f"    {k}={v}" for k, v in plan.env.items()]
     lines += [f"    {k}=<from the 0640 environment file>" for k in plan.secret_env]
     if plan.warnings:
         lines += ["", "  warnings"] + [f"    ! {w}" for w in plan.warnings]
     return "\n".join(lines) + "\n"
+
+
+def _band(b: Band, unit: str) -> str:
+    return f"{b.value:,.1f} {unit} ({b.low:,.1f}-{b.high:,.1f})"
+
+
+def _speed_lines(plan: ServePlan) -> list[str]:
+    s = plan.speed
+    if s is None:
+        return []
+    rows = [
+        (f"decode, one stream at {s.context_tokens:,} tokens", _band(s.decode, "tok/s")),
+        (
+            f"aggregate at {s.concurrency} streams",
+            f"{_band(s.aggregate, 'tok/s')}, {s.curve[-1].per_user_tps:,.1f} tok/s each",
+        ),
+        ("prefill", _band(s.prefill, "tok/s")),
+        ("first token", ", ".join(f"{t.ttft_s:.2f} s at {t.prompt_tokens:,} tokens" for t in s.ttft)),
+    ]
+    if s.speculative is not None:
+        rows.append(("with speculation, one stream", f"{_band(s.speculative, 'tok/s')}: {s.speculative_basis}"))
+    rows.append(
+        (
+            "by concurrency",
+            ", ".join(f"{p.concurrency}: {p.aggregate_tps:,.0f} ({p.per_user_tps:,.1f} each)" for p in s.curve),
+        )
+    )
+    header = "  speed on a Spark (predicted; each range is the calibration's leave-one-model-out error)"
+    return ["", header] + [f"    {label:<36}{value}" for label, value in rows]
 
 
 def _argv_lines(plan: ServePlan) -> list[str]:

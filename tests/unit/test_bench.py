@@ -11,7 +11,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkfleet.bench import START_KEYS, compare, digest, record, spread, summary
+from sparkfleet.bench import (
+    START_KEYS,
+    compare,
+    digest,
+    predicted_aggregate,
+    prometheus_text,
+    record,
+    spread,
+    summary,
+)
 from sparkfleet.cli import main
 
 JOURNAL = (
@@ -116,3 +125,57 @@ def test_the_summary_keeps_the_instances_last_start() -> None:
     made = summary({"argv": ["vllm", "serve", "m"]}, {}, "", {}, input_len=8, output_len=8, start=start)
     assert made["start"] == {k: start[k] for k in START_KEYS}
     assert summary({"argv": []}, {}, "", {}, input_len=8, output_len=8)["start"] is None
+
+
+SPEED = {
+    "aggregate": {"value": 100.0, "low": 80.0, "high": 125.0},
+    "curve": [
+        {"concurrency": 1, "aggregate_tps": 50.0, "per_user_tps": 50.0},
+        {"concurrency": 2, "aggregate_tps": 80.0, "per_user_tps": 40.0},
+        {"concurrency": 4, "aggregate_tps": 100.0, "per_user_tps": 25.0},
+    ],
+}
+
+
+def test_a_run_is_held_against_the_plans_prediction() -> None:
+    """Measured decode (the streams' own time per token) next to the prediction, per concurrency."""
+    assert predicted_aggregate(SPEED, 3) == pytest.approx(90.0)
+    assert predicted_aggregate(SPEED, 1) == 50.0 and predicted_aggregate(SPEED, 8) is None
+    result = summary({**PLAN, "speed": SPEED}, RELEASE, JOURNAL, {1: [run(40.0, 100.0)]}, input_len=1024, output_len=128)
+    held = result["against_prediction"]
+    # 20 ms per token is 50 tok/s for one stream: as predicted.
+    assert held["predicted"] and held["levels"] == [
+        {"concurrency": 1, "measured_tps": 50.0, "predicted_tps": 50.0, "ratio": 1.0, "far_below": False}
+    ]
+    assert held["far_below"] is False and held["likely_causes"] == []
+
+
+def test_a_run_far_below_its_prediction_names_what_slowed_it() -> None:
+    slow = {**run(10.0, 100.0), "mean_tpot_ms": 100.0}
+    eager_plan = {**PLAN, "speed": SPEED, "argv": [*PLAN["argv"], "--enforce-eager"], "flags": []}
+    journal = JOURNAL + "INFO [nvfp4.py:12] Using 'MARLIN' NvFp4 linear backend out of potential backends: ['MARLIN'].\n"
+    start = {key: None for key in START_KEYS} | {"kernels_compiled": 12}
+    held = summary(eager_plan, RELEASE, journal, {1: [slow]}, input_len=1024, output_len=128, start=start)[
+        "against_prediction"
+    ]
+    assert held["levels"][0]["ratio"] == 0.2 and held["far_below"]
+    causes = " ".join(held["likely_causes"])
+    assert "compiled 12 kernels" in causes
+
+
+def test_a_cpu_run_is_never_held_against_a_spark_prediction() -> None:
+    held = made([50.0])["against_prediction"]
+    assert held["predicted"] is False and "platform gb10" in held["why"]
+    cpu = summary({**PLAN, "platform": "cpu"}, RELEASE, "", {1: [run(5.0, 10.0)]}, input_len=1, output_len=1)
+    assert "platform cpu" in cpu["against_prediction"]["why"]
+
+
+def test_prometheus_gets_the_ratio_and_the_flag_only_where_a_speed_was_predicted() -> None:
+    slow = {**run(10.0, 100.0), "mean_tpot_ms": 100.0}
+    result = summary({**PLAN, "speed": SPEED}, RELEASE, JOURNAL, {1: [slow], 3: [slow]}, input_len=1, output_len=1)
+    text = prometheus_text('co"der', result)
+    assert 'sparkfleet_benchmark_decode_ratio{instance="co\\"der",concurrency="1"} 0.2' in text
+    assert 'sparkfleet_benchmark_decode_ratio{instance="co\\"der",concurrency="3"} 0.333' in text
+    assert 'sparkfleet_benchmark_far_below_prediction{instance="co\\"der"} 1' in text
+    assert text.count("# TYPE") == 2 and text.endswith("\n")
+    assert prometheus_text("coder", made([50.0])) == ""

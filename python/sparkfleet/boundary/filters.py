@@ -50,6 +50,11 @@ def bench_summary(  # noqa: PLR0917 - a filter's arguments are positional in Jin
         raise ValueError(f"unreadable benchmark run: {exc!r}") from exc
 
 
+def bench_metrics(result: Any, instance: Any) -> str:
+    """The Prometheus textfile of one instance's benchmark summary ('' where the plan predicted no speed)."""
+    return bench.prometheus_text(str(instance), result or {})
+
+
 def changed_instances(names: Any, changed_files: Any, templates_changed: Any = None) -> dict[str, bool]:
     return instancefiles.changed_instances(
         [str(n) for n in names or []], [str(f) for f in changed_files or []], [str(t) for t in templates_changed or []]

@@ -200,6 +200,11 @@ class Intent(Strict):
     max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = Field(
         None, description="tokens one scheduler step takes; default by profile and concurrency"
     )
+    min_decode_tps: Annotated[float, Field(gt=0, le=10000)] | None = Field(
+        None,
+        description="the slowest decode (tokens/s) each concurrent request may get on a Spark: the planner caps "
+        "concurrency to keep it, by its speed prediction",
+    )
     max_request_mib: Annotated[int, Field(ge=1, le=1024)] | None = Field(
         None,
         description="the largest request body (MiB) the front door forwards to this instance; default sized to the context",

@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from .base import Strict
 from .host import Platform
 from .intent import ClusterBackend, LoadStrategy
+from .speed import SpeedPrediction
 
 
 class Reason(Strict):
@@ -124,6 +125,8 @@ class ServePlan(Strict):
     max_request_mib: int = 32
     # Seconds a start may take (sparkfleet.planning.memguard.start_budget_s); 0 in a plan written before it was planned.
     start_budget_s: int = 0
+    # Its speed on a Spark (sparkfleet.planning.speedplan); None off GB10, across nodes or without parameter counts.
+    speed: SpeedPrediction | None = None
 
     @model_validator(mode="after")
     def _argv_is_made_from_the_flags(self) -> ServePlan:

@@ -12,6 +12,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from ..versions import VllmVersion
 from .base import Strict
 from .host import known_capabilities
+from .speed import Parameters
 
 
 class CheckpointFormat(str, Enum):
@@ -278,6 +279,8 @@ class ModelProfile(Strict):
     # with no rope override: vLLM only needs VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to accept it.
     long_context_max: Annotated[int, Field(gt=0)] | None = None
     tensor_parallel_max: int | None = None
+    # Total and active parameter counts: what a decode step reads, for the speed prediction (sparkfleet.planning.speed).
+    parameters: Parameters | None = None
     speculative: SpeculativeSupport = SpeculativeSupport()
     min_vllm: str = "0.17.0"
     # When min_vllm stands only for capabilities (DFlash arrived in 0.21): a fork release below it
@@ -315,6 +318,8 @@ class ModelProfile(Strict):
             needed.add("kv_fp8_avoided")
         if self.speculative.mtp_loops:
             needed.add("mtp_loops")
+        if self.parameters:
+            needed.add("parameters")
         missing = sorted(needed - self.sources.keys())
         if missing:
             raise ValueError(f"profile {self.id}: no source for {', '.join(missing)}")

@@ -30,7 +30,7 @@ from ..versions import (
     VllmVersion,
     has_flag,
 )
-from . import loading, memguard, remotecode, rules
+from . import loading, memguard, remotecode, rules, speedplan
 from . import memory as mem
 from .answers import answer_check
 from .budget import Budget, memory_budget, non_kv
@@ -149,13 +149,30 @@ def plan(
     check_bundled_draft(profile, intent, model_dir)
     refuse_open_bind(intent)
     remote_code = remote_code_consent(profile, intent, drafter, release_of(host))
+    intent, floor_reasons = decode_floor(host, profile, intent, drafter)
     sized = size(host, profile, intent, drafter=drafter, placement=placement, model_fs=model_fs)
     settings = settings_of(
         host, profile, intent, sized, model_ref=model_ref, model_dir=model_dir, placement=placement, remote_code=remote_code
     )
     entries = rules.apply(settings)
-    return assemble(
+    served = assemble(
         host, profile, intent, sized, settings=settings, entries=entries, placement=placement, remote_code=remote_code
+    )
+    if not floor_reasons:
+        return served
+    said = [f"{r.item}: {r.reason}" for r in floor_reasons]
+    return served.model_copy(update={"reasons": floor_reasons + served.reasons, "warnings": said + served.warnings})
+
+
+def decode_floor(
+    host: HostFacts, profile: ModelProfile, intent: Intent, drafter: ModelProfile | None
+) -> tuple[Intent, list[Reason]]:
+    """The intent with the concurrency intent.min_decode_tps allows (by the speed model), and why it changed."""
+    if intent.min_decode_tps is None:
+        return intent, []
+    r = resolve(host, profile, intent, drafter)
+    return speedplan.floor_concurrency(
+        profile, intent, platform=host.platform, kv_cache_dtype=r.kv_cache_dtype, eager=r.enforce_eager
     )
 
 
@@ -395,4 +412,15 @@ def assemble(
         load_strategy=sized.load.strategy,
         max_request_mib=request[0],
         start_budget_s=memguard.start_budget_s(host.platform, sized.budget.non_kv.weights, sized.jit_jobs > 0),
+        speed=speedplan.predict(
+            profile,
+            intent,
+            platform=host.platform,
+            kv_cache_dtype=r.kv_cache_dtype,
+            max_num_seqs=r.max_num_seqs,
+            max_model_len=r.max_model_len,
+            eager=r.enforce_eager,
+            speculative_tokens=r.speculative_tokens,
+            runner=runner,
+        ),
     )

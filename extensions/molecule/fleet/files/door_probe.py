@@ -34,18 +34,36 @@ with open(paths_file) as handle:
     routes = sorted({re.sub(r"\{[^}]*\}", "x", p) for p in json.load(handle)["paths"]} | {"/health", "/metrics", "/docs"})
 
 
+_kept: list[http.client.HTTPSConnection] = []
+
+
 def ask(method: str, path: str, auth: str | None, body: dict[str, object] | None = None) -> tuple[int, str, dict[str, str]]:
-    # A request for a stopped on-demand model waits while the door starts it.
-    connection = http.client.HTTPSConnection(url.hostname, url.port or 443, context=context, timeout=300)
+    # One kept-alive connection, as clients hold one: a new TLS handshake per request cost most of this probe's
+    # time. A connection the door closed (or said it would) is opened again.
     headers = {"Content-Type": "application/json"}
     if auth is not None:
         headers["Authorization"] = f"Bearer {auth}"
     data = json.dumps(body).encode() if body is not None else (b"{}" if method == "POST" else None)
-    connection.request(method, path, body=data, headers=headers)
-    reply = connection.getresponse()
-    text = reply.read().decode(errors="replace")
-    connection.close()
-    return reply.status, text, {k.lower(): v for k, v in reply.getheaders()}
+    for attempt in (1, 2):
+        if not _kept:
+            # A request for a stopped on-demand model waits while the door starts it.
+            _kept.append(http.client.HTTPSConnection(url.hostname, url.port or 443, context=context, timeout=300))
+        connection = _kept[0]
+        try:
+            connection.request(method, path, body=data, headers=headers)
+            reply = connection.getresponse()
+            text = reply.read().decode(errors="replace")
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            connection.close()
+            _kept.clear()
+            if attempt == 2:
+                raise
+            continue
+        if reply.will_close:
+            connection.close()
+            _kept.clear()
+        return reply.status, text, {k.lower(): v for k, v in reply.getheaders()}
+    raise AssertionError("unreachable")
 
 
 def alpn() -> str | None:

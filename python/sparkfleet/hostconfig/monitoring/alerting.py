@@ -129,6 +129,16 @@ ALERTS: tuple[Alert, ...] = (
         "nothing else keeps a GB10 from wedging when an instance overruns its plan (MemoryMax does not see GPU memory)",
     ),
     Alert(
+        "SparkfleetBenchmarkBelowPrediction",
+        "sparkfleet_benchmark_far_below_prediction",
+        "== 1",
+        "down_for",
+        "warning",
+        "the last benchmark of {{ $labels.instance }} on {{ $labels.sparkfleet_host }} decoded far below its predicted"
+        " speed (its summary.json names the likely causes: a kernel fallback, eager mode, compiles during the run)",
+        "sparkfleet.planning.speed: the plan's speed prediction, fitted to the seeds' measured Spark figures",
+    ),
+    Alert(
         "SparkfleetTtftHigh",
         "sparkfleet:vllm_ttft_seconds:p95_5m",
         "> {th.ttft_p95_seconds}",

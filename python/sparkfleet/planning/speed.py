@@ -1,0 +1,242 @@
+"""How fast a planned instance runs on a Spark: the bytes each decode step reads over GB10's bandwidth.
+
+Decode is bandwidth-bound (seed 002 §2: "Decode is bandwidth-bound, so active parameter count dominates"): one
+step reads the output head, the weights its tokens route through and each sequence's KV, then waits for a fixed
+per-step cost (scheduling, launches; more without CUDA graphs). Prefill is compute-bound (seed 002 §2): two
+FLOPs per active parameter per prompt token at an effective rate, after a fixed start. The factors (`Factors`)
+are fitted to the seeds' measured Spark figures in sparkfleet.planning.calibration; this module is the physics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..kv.cache import GroupKind, attention_bytes_per_token, state_bytes
+from ..models import GIB, CheckpointFormat, ModelProfile, SpeculativeSupport
+from ..models.speed import Parameters
+
+# GB10's LPDDR5X bandwidth (seed 002 §1: "~273 GB/s bandwidth").
+GB10_BANDWIDTH = 273e9
+BANDWIDTH_SOURCE = "seed 002 §1: GB10 ~273 GB/s memory bandwidth"
+
+
+@dataclasses.dataclass(frozen=True)
+class Factors:
+    """What the calibration fits: per-step cost, bandwidth efficiency, eager's cost per layer, prefill's rate."""
+
+    step_s: float
+    bandwidth_efficiency: float
+    eager_s_per_layer: float
+    prefill_start_s: float
+    flops: float
+
+
+# Bytes per weight of a checkpoint's routed experts (its quantized part): 4-bit FP4 with an FP8 scale per 16 weights
+# (NVFP4) or an 8-bit scale per 32 (MXFP4), INT4 with a 16-bit scale and zero per 128, FP8, or unquantized BF16.
+EXPERT_BYTES_PER_PARAM = {
+    CheckpointFormat.MODELOPT_NVFP4: 0.5625,
+    CheckpointFormat.CT_NVFP4: 0.5625,
+    CheckpointFormat.MXFP4: 0.53125,
+    CheckpointFormat.AWQ_INT4: 0.53125,
+    CheckpointFormat.GPTQ_INT4: 0.53125,
+    CheckpointFormat.FP8: 1.0,
+    CheckpointFormat.BF16: 2.0,
+}
+# Input embeddings stay unquantized: a step gathers one row of them.
+EMBEDDING_BYTES_PER_PARAM = 2.0
+# No weight a step reads is wider than BF16.
+DENSE_BYTES_PER_PARAM_MAX = 2.0
+
+
+@dataclasses.dataclass(frozen=True)
+class StepFacts:
+    """What one decode step of a model reads and computes, from its checkpoint size and parameter counts.
+
+    The checkpoint's bytes split three ways: the output head (read whole every step), the routed experts at the
+    checkpoint's quantized width (a step reads those its tokens route to), and the dense rest (attention, state
+    layers, shared experts: read every step), whose width is what is left of the checkpoint's size. Quantized MoE
+    checkpoints keep the dense rest wider than the experts (seed 002 §7.3.1: "attention and the Mamba layers feeding
+    it stay BF16"), so a step reads more than the average width times the active count.
+    """
+
+    weights_bytes: float
+    parameters: Parameters
+    expert_bytes_per_param: float
+    vocab: int
+    hidden: int
+    layers: int
+    # KV bytes per token already in a sequence: of all full-attention layers, and of the sliding layers (up to
+    # their window); state bytes each sequence's state layers hold (read and written each step).
+    full_kv_bytes_per_token: float
+    window_kv_bytes_per_token: float = 0.0
+    window: int = 0
+    state_bytes: float = 0.0
+
+    @property
+    def head_params(self) -> float:
+        return float(self.vocab * self.hidden)
+
+    @property
+    def head_bytes(self) -> float:
+        return self.parameters.head_bytes_per_param * self.head_params
+
+    @property
+    def embedding_params(self) -> float:
+        """The input embedding as a matrix of its own (untied); a step reads one row of it, not all."""
+        return 0.0 if self.parameters.tied_embeddings else self.head_params
+
+    @property
+    def params_per_expert(self) -> float:
+        p = self.parameters
+        if p.experts is None or p.experts_per_token is None:
+            return 0.0
+        return (p.total_b - p.active_b) * 1e9 / (p.experts - p.experts_per_token)
+
+    @property
+    def dense_bytes(self) -> float:
+        """Bytes of the dense rest: the checkpoint less its head, embedding and routed experts."""
+        p = self.parameters
+        experts = (p.experts or 0) * self.params_per_expert
+        params = p.total_b * 1e9 - experts - self.head_params - self.embedding_params
+        rest = self.weights_bytes - self.head_bytes - EMBEDDING_BYTES_PER_PARAM * self.embedding_params
+        dense_bytes = rest - experts * self.expert_bytes_per_param
+        if params <= 0:
+            return 0.0
+        # The rest's width lies between the experts' and BF16's: what the checkpoint holds beyond that (a vision
+        # tower, an MTP layer, a rounded parameter count) is not read by a text decode step.
+        width = min(max(dense_bytes / params, self.expert_bytes_per_param), DENSE_BYTES_PER_PARAM_MAX)
+        return params * width
+
+    def weight_bytes_read(self, tokens: int) -> float:
+        """Weight bytes a step of `tokens` tokens reads: the head, the dense rest, and each expert any token routes to."""
+        p = self.parameters
+        read = self.head_bytes + self.dense_bytes
+        if p.experts is not None and p.experts_per_token is not None:
+            # Uniform routing: the chance an expert is missed by all `tokens` tokens is (1 - k/E)^tokens.
+            touched = p.experts * (1 - (1 - p.experts_per_token / p.experts) ** tokens)
+            read += touched * self.params_per_expert * self.expert_bytes_per_param
+        return read
+
+    def cache_bytes_read(self, context: int) -> float:
+        """KV and state bytes one sequence's step reads at `context` tokens."""
+        window = min(context, self.window) if self.window else context
+        return self.full_kv_bytes_per_token * context + self.window_kv_bytes_per_token * window + 2 * self.state_bytes
+
+    def step_bytes(self, sequences: int, tokens_per_sequence: int, context: int) -> float:
+        return self.weight_bytes_read(sequences * tokens_per_sequence) + sequences * self.cache_bytes_read(context)
+
+
+def step_facts(profile: ModelProfile, kv_dtype_bytes: int) -> StepFacts | None:
+    """The step facts of a profile with parameter counts; None for one without (no speed is predicted)."""
+    if profile.parameters is None:
+        return None
+    full = attention_bytes_per_token(profile, kv_dtype_bytes, 1, GroupKind.FULL)
+    sliding = attention_bytes_per_token(profile, kv_dtype_bytes, 1, GroupKind.SLIDING)
+    return StepFacts(
+        weights_bytes=profile.weights_gib * GIB,
+        parameters=profile.parameters,
+        expert_bytes_per_param=EXPERT_BYTES_PER_PARAM[profile.checkpoint_format],
+        vocab=profile.vocab_size,
+        hidden=profile.hidden_size,
+        layers=profile.num_layers,
+        full_kv_bytes_per_token=full * profile.full_attention_layers,
+        window_kv_bytes_per_token=sliding * profile.sliding_attention_layers,
+        window=profile.sliding_window or 0,
+        state_bytes=state_bytes(profile, 1, 0) * (profile.state_layers.count if profile.state_layers else 0),
+    )
+
+
+def step_seconds(
+    facts: StepFacts, factors: Factors, *, sequences: int, context: int, eager: bool, tokens_per_sequence: int = 1
+) -> float:
+    """One decode step over `sequences` streams, each verifying `tokens_per_sequence` tokens at `context`."""
+    read = facts.step_bytes(sequences, tokens_per_sequence, context) / (GB10_BANDWIDTH * factors.bandwidth_efficiency)
+    compute = sequences * tokens_per_sequence * 2 * facts.parameters.active_b * 1e9 / factors.flops
+    fixed = factors.step_s + (factors.eager_s_per_layer * facts.layers if eager else 0.0)
+    return fixed + read + compute
+
+
+def decode_tps(facts: StepFacts, factors: Factors, *, context: int, eager: bool) -> float:
+    return 1 / step_seconds(facts, factors, sequences=1, context=context, eager=eager)
+
+
+def aggregate_tps(facts: StepFacts, factors: Factors, *, concurrency: int, context: int, eager: bool) -> float:
+    return concurrency / step_seconds(facts, factors, sequences=concurrency, context=context, eager=eager)
+
+
+def ttft_seconds(facts: StepFacts, factors: Factors, prompt_tokens: int) -> float:
+    return factors.prefill_start_s + prompt_tokens * 2 * facts.parameters.active_b * 1e9 / factors.flops
+
+
+def prefill_tps(facts: StepFacts, factors: Factors, prompt_tokens: int) -> float:
+    return prompt_tokens / ttft_seconds(facts, factors, prompt_tokens)
+
+
+def tokens_per_step(acceptance: float, drafts: int) -> float:
+    """Expected tokens a verification step yields: accepted drafts (each kept while all before it were) and one more."""
+    if acceptance >= 1:
+        return float(drafts + 1)
+    return (1 - acceptance ** (drafts + 1)) / (1 - acceptance)
+
+
+@dataclasses.dataclass(frozen=True)
+class Drafting:
+    """What a speculative method costs a step and yields: its drafts, their acceptance, the draft's own reads."""
+
+    drafts: int
+    tokens_per_step: float
+    # Draft passes a step runs (MTP drafts one token per pass; a DFlash block is one pass) and the bytes of each.
+    passes: int
+    pass_bytes: float
+
+
+# What the recipes say speculation yields per verification step.
+MTP_ACCEPTANCE = 0.8
+MTP_SOURCE = "seed 002 §10: MTP lands ~3 tokens per step, ~80 % acceptance at num_speculative_tokens 3"
+DFLASH_TOKENS_PER_STEP = 3.55
+DFLASH_SOURCE = "seed 002 §7.1.1: DFlash reaches ~50 tok/s at 2.7-4.4 accepted tokens per step (the middle taken)"
+
+
+def drafting(facts: StepFacts, support: SpeculativeSupport, method: str, drafts: int) -> Drafting:
+    """What MTP or DFlash costs a step of this model and yields, at the recipes' acceptance."""
+    if method == "mtp":
+        # One MTP layer per draft token (a decoder layer of the active weights) through the shared output head.
+        layer = (facts.weight_bytes_read(1) - facts.head_bytes) / facts.layers
+        per_pass = max(support.mtp_layers, 1) * layer + facts.head_bytes
+        return Drafting(drafts, tokens_per_step(MTP_ACCEPTANCE, drafts), passes=drafts, pass_bytes=per_pass)
+    # DFlash drafts a whole block in one pass of its drafter, through the target's output head.
+    drafter = support.dflash_drafter_weights_gib * GIB
+    return Drafting(drafts, min(DFLASH_TOKENS_PER_STEP, drafts + 1.0), passes=1, pass_bytes=drafter + facts.head_bytes)
+
+
+def speculative_tps(facts: StepFacts, factors: Factors, drafting: Drafting, *, context: int, eager: bool) -> float:
+    verify = step_seconds(facts, factors, sequences=1, context=context, eager=eager, tokens_per_sequence=drafting.drafts + 1)
+    draft = drafting.passes * (factors.step_s + drafting.pass_bytes / (GB10_BANDWIDTH * factors.bandwidth_efficiency))
+    return drafting.tokens_per_step / (verify + draft)
+
+
+def concurrency_for_floor(
+    facts: StepFacts, factors: Factors, floor_tps: float, *, most: int, context: int, eager: bool
+) -> int:
+    """The most streams (up to `most`) that each still decode at `floor_tps` or faster; 0 when not even one does."""
+    best = 0
+    for n in range(1, most + 1):
+        if aggregate_tps(facts, factors, concurrency=n, context=context, eager=eager) / n >= floor_tps:
+            best = n
+        else:
+            break
+    return best
+
+
+def band(value: float, relative_error: float) -> tuple[float, float, float]:
+    """A value and its range at a relative error, symmetric in ratio (x / (1 + e) to x * (1 + e))."""
+    spread = 1 + max(relative_error, 0.0)
+    return value, value / spread, value * spread
+
+
+def log_error(predicted: float, measured: float) -> float:
+    """The relative error of a prediction as |predicted / measured - 1|."""
+    if measured <= 0 or predicted <= 0 or not math.isfinite(predicted):
+        return math.inf
+    return abs(predicted / measured - 1)
