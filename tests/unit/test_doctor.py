@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
+from sparkfleet.bench import digest
 from sparkfleet.boundary.adapters import doctor_report
 from sparkfleet.doctor import Status, diagnose, journal_report
+from sparkfleet.doctor.serving import speed_finding
 
 GIB = 1024**3
 JOURNAL_CPU = (
@@ -359,3 +361,26 @@ def test_the_doctor_reports_the_last_start_and_a_start_that_overran_its_budget()
     assert (
         found["instance tiny: start"].status is Status.RED and "in phase compiling" in found["instance tiny: start"].detail
     )
+
+
+def test_the_doctor_holds_an_instance_to_its_last_benchmark_against_the_predicted_speed() -> None:
+    plan = {"argv": ["vllm", "serve", "/m"]}
+    release = {"id": "gb10-0.33.0-abc"}
+    ran = {"release_id": "gb10-0.33.0-abc", "argv_sha256": digest(plan["argv"])}
+    within = {"predicted": True, "far_below": False, "levels": [{"concurrency": 1, "ratio": 0.93}], "likely_causes": []}
+    found = speed_finding("instance coder", {"record": ran, "against_prediction": within}, plan, release)
+    assert found is not None and found.status is Status.GREEN and "1 streams 93%" in found.detail
+    slow = {**within, "far_below": True, "levels": [{"concurrency": 4, "ratio": 0.21}], "likely_causes": ["eager"]}
+    found = speed_finding("instance coder", {"record": ran, "against_prediction": slow}, plan, release)
+    assert (
+        found is not None and found.status is Status.YELLOW and "4 streams 21%" in found.detail and "eager" in found.detail
+    )
+    # Measured under another release: said, not judged.
+    other = {"record": {**ran, "release_id": "gb10-0.32.0-old"}, "against_prediction": slow}
+    found = speed_finding("instance coder", other, plan, release)
+    assert found is not None and "run playbooks/benchmark.yml" in found.detail
+    # Nothing predicted (a CPU host) or never benchmarked: no finding.
+    assert (
+        speed_finding("instance coder", {"record": ran, "against_prediction": {"predicted": False}}, plan, release) is None
+    )
+    assert speed_finding("instance coder", None, plan, release) is None

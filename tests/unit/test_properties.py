@@ -25,7 +25,8 @@ def _plan(model: str, context: int, seqs: int, profile: str = "interactive", **e
     intent = Intent(
         trust_remote_code=True, max_context=min(context, p.native_max_context), concurrency=seqs, profile=profile, **extra
     )
-    return plan(spark(str(max(p.min_version, VllmVersion.parse("0.32.0")))), p, intent)
+    version = max(p.min_version, VllmVersion.parse("0.32.0"))
+    return plan(spark(str(min(version, p.max_version) if p.max_version else version)), p, intent)
 
 
 @settings(max_examples=60, deadline=None)

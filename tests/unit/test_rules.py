@@ -60,6 +60,8 @@ def test_no_removed_or_unknown_env_var_is_ever_emitted() -> None:
         for profile in load_catalog().values():
             if VllmVersion.parse(version) < profile.min_version:
                 continue
+            if profile.max_version is not None and VllmVersion.parse(version) > profile.max_version:
+                continue
             env = plan(spark(version), profile, Intent(trust_remote_code=True, max_context=8192, concurrency=1)).env
             assert "VLLM_ATTENTION_BACKEND" not in env
             assert "VLLM_MXFP4_BACKEND" not in env
@@ -316,13 +318,14 @@ def test_planned_utilization_stays_in_the_fields_safe_range_and_a_higher_given_o
 def test_gemma_4_serves_with_thinking_on_as_its_recipes_do(model: str) -> None:
     """Seed 002 §7.2.2-7.2.3: thinking is off by default on Gemma 4, and the field turns it on server-wide."""
     profile = get_profile(model)
-    result = plan(spark(), profile, Intent(max_context=16384, trust_remote_code=True))
+    host = spark(profile.max_vllm or "0.32.0")
+    result = plan(host, profile, Intent(max_context=16384, trust_remote_code=True))
     kwargs = result.flags[[flag.name for flag in result.flags].index("--default-chat-template-kwargs")]
     assert json.loads(kwargs.values[0]) == {"enable_thinking": True}
     assert "seed 002 §7.2" in profile.sources["chat_template_kwargs"]
     # A client's own setting, and the intent's, still win.
     off = plan(
-        spark(), profile, Intent(max_context=16384, trust_remote_code=True, chat_template_kwargs={"enable_thinking": False})
+        host, profile, Intent(max_context=16384, trust_remote_code=True, chat_template_kwargs={"enable_thinking": False})
     )
     assert '{"enable_thinking":false}' in off.argv
 
@@ -416,6 +419,13 @@ def test_gemma_4_26b_nvfp4_is_planned_only_on_a_release_whose_stock_loader_reads
     planned = plan(spark("0.21.0"), profile, intent)
     assert not [w for w in planned.warnings if "overlay" in w or "patch" in w]
     assert "PR #41206" in profile.sources["min_vllm"] and "#38912" in profile.sources["min_vllm"]
+    # 0.31.0 moved the experts out of a moe module and dropped the remap: 0.32 and 0.33 stop at load (issue 49).
+    assert plan(spark("0.30.0"), profile, intent).vllm_version == "0.30.0"
+    for newer in ("0.32.0", "0.33.0"):
+        with pytest.raises(PlanError, match=rf"0\.21\.0 to 0\.30\.0 only, target is {newer}") as refused:
+            plan(spark(newer), profile, intent)
+        assert refused.value.variable == "vllm_version" and "layers.0.moe" in str(refused.value)
+        assert refused.value.suggestions[0].startswith("vllm_version 0.30.0")
 
 
 def test_memory_saver_keeps_fp8_kv_off_a_model_whose_recipe_avoids_it() -> None:

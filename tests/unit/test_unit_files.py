@@ -243,3 +243,23 @@ def test_behind_the_door_the_unit_serves_on_its_socket_in_a_namespace_of_its_own
     assert len(post) == 1 and post[0][-1] == "/run/sparkfleet-vllm-tiny/api.sock"
     assert post[0][:2] == ["/bin/sh", "-c"] and "chmod 0660 $1" in post[0][2] and "kill -0 $MAINPID" in post[0][2]
     assert any(line.startswith("ReadWritePaths=") and "-/run/sparkfleet-vllm-tiny" in line for line in lines)
+
+
+def test_compiled_kernels_are_cached_per_release(render: Any, tmp_path: Path) -> None:
+    """Seed 002 §4: an upgrade can meet a stale compile-cache entry. Each release compiles into a cache of its own;
+    the caches that are no kernels (temporary files, XDG) stay where they were."""
+    item = {
+        "name": "tiny",
+        "model": {"id": "org/tiny", "path": "/m/tiny", "config": CONFIG},
+        "intent": {"max_context": 1024},
+    }
+    unit = render(host_plan(FACTS, [item], "vllm_serve_instances", True).model_dump(mode="json"), "tiny")
+    env = dict(
+        line[len("Environment=") :].strip('"').split("=", 1) for line in unit.splitlines() if line.startswith("Environment=")
+    )
+    release = next(line for line in unit.splitlines() if line.startswith("ExecStart=")).split()[0].split("=", 1)[1]
+    tag = Path(release).parent.parent.name
+    for name, kind in (("VLLM_CACHE_ROOT", "vllm"), ("TORCHINDUCTOR_CACHE_DIR", "torch-compile"),
+                       ("TRITON_CACHE_DIR", "triton"), ("FLASHINFER_WORKSPACE_BASE", "flashinfer")):  # fmt: skip
+        assert env[name] == f"/var/cache/sparkfleet/instances/tiny/{kind}/{tag}", name
+    assert env["TMPDIR"] == "/var/cache/sparkfleet/instances/tiny/tmp"

@@ -165,6 +165,9 @@ def main() -> int:
     for profile in load_catalog().values():
         if profile.min_version > VllmVersion.parse(TARGET):
             continue
+        if profile.max_version is not None and profile.max_version < VllmVersion.parse(TARGET):
+            print(f"skip {profile.id}: stock vLLM {profile.min_vllm} to {profile.max_vllm} loads it (max_vllm)")
+            continue
         extra = {}
         if profile.speculative.mtp:
             extra["mtp"] = Intent(trust_remote_code=True, speculative="mtp", max_context=16384, concurrency=2)

@@ -74,6 +74,8 @@ class InstanceObservation(Loose):
     # Its last start as the probe recorded it (sparkfleet_start.py), and its watchdog's state (an overrun's phase).
     start: dict[str, Any] | None = None
     watchdog: dict[str, Any] | None = None
+    # The benchmark playbook's last verdict on this instance against its predicted speed (benchmark-<name>.json).
+    benchmark: dict[str, Any] | None = None
 
 
 class ServeObservation(Loose):

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import backendlog, backends, logsigns
+from ..bench import digest
 from ..hostconfig.cluster import Interconnect, package_differences
 from ..hostconfig.link import expected_gbps, judge_measurement, link_report
 from ..models import GIB
@@ -202,7 +203,41 @@ def instance_findings(obs: InstanceObservation, release: dict[str, Any] | None) 
     flags = {str(f["name"]): [str(v) for v in f.get("values", [])] for f in plan.get("flags", [])}
     out.extend(log_findings(area, obs.journal, flags, backends.expected_backends(plan)))
     out.append(_plan_vs_vllm(journal_report(obs.journal), plan, area))
+    speed = speed_finding(area, obs.benchmark, plan, release)
+    if speed is not None:
+        out.append(speed)
     return out
+
+
+def speed_finding(
+    area: str, benchmark: dict[str, Any] | None, plan: dict[str, Any], release: dict[str, Any] | None
+) -> Finding | None:
+    """The last benchmark against the plan's predicted speed: far below it (with what could explain it), within
+    it, or taken under another release or argv than the instance runs now. None where nothing was predicted."""
+    held = (benchmark or {}).get("against_prediction") or {}
+    if not held.get("predicted"):
+        return None
+    ran = (benchmark or {}).get("record") or {}
+    now = (release or {}).get("id")
+    if ran.get("release_id") != now or ran.get("argv_sha256") != digest(plan.get("argv", [])):
+        return Finding(
+            area=area,
+            check="speed",
+            status=Status.YELLOW,
+            detail=f"the last benchmark ran release {ran.get('release_id')} with other arguments or another release "
+            f"than {now} runs now: run playbooks/benchmark.yml to hold this one against its prediction",
+        )
+    levels = held.get("levels") or []
+    shown = ", ".join(f"{row['concurrency']} streams {row['ratio']:.0%}" for row in levels) or "no level measured"
+    if held.get("far_below"):
+        causes = "; ".join(held.get("likely_causes") or []) or "the journal shows no fallback, eager mode or compile"
+        return Finding(
+            area=area,
+            check="speed",
+            status=Status.YELLOW,
+            detail=f"decoded far below its predicted speed at the last benchmark ({shown} of the prediction): {causes}",
+        )
+    return Finding(area=area, check="speed", status=Status.GREEN, detail=f"decoded at {shown} of its predicted speed")
 
 
 # seed 000 §5: 66 GiB of weights over a ~475 MB/s USB SSD took 606 s to load with mmap, about 4 times a

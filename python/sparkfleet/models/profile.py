@@ -283,6 +283,9 @@ class ModelProfile(Strict):
     parameters: Parameters | None = None
     speculative: SpeculativeSupport = SpeculativeSupport()
     min_vllm: str = "0.17.0"
+    # The last release whose stock code serves the checkpoint, where a newer one dropped what it needs (its source
+    # in sources['max_vllm']); None: every release from min_vllm on.
+    max_vllm: str | None = None
     # When min_vllm stands only for capabilities (DFlash arrived in 0.21): a fork release below it
     # that declares them all can serve the model.
     min_vllm_capabilities: tuple[str, ...] = ()
@@ -320,6 +323,8 @@ class ModelProfile(Strict):
             needed.add("mtp_loops")
         if self.parameters:
             needed.add("parameters")
+        if self.max_vllm:
+            needed.add("max_vllm")
         missing = sorted(needed - self.sources.keys())
         if missing:
             raise ValueError(f"profile {self.id}: no source for {', '.join(missing)}")
@@ -335,10 +340,11 @@ class ModelProfile(Strict):
             )
         return self
 
-    @field_validator("min_vllm")
+    @field_validator("min_vllm", "max_vllm")
     @classmethod
-    def _min_vllm_is_a_version(cls, value: str) -> str:
-        VllmVersion.parse(value)
+    def _a_version(cls, value: str | None) -> str | None:
+        if value is not None:
+            VllmVersion.parse(value)
         return value
 
     @field_validator("min_vllm_capabilities")
@@ -349,6 +355,10 @@ class ModelProfile(Strict):
     @property
     def min_version(self) -> VllmVersion:
         return VllmVersion.parse(self.min_vllm)
+
+    @property
+    def max_version(self) -> VllmVersion | None:
+        return VllmVersion.parse(self.max_vllm) if self.max_vllm else None
 
     @property
     def attention_layers(self) -> int:

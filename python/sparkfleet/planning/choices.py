@@ -267,6 +267,17 @@ def resolve(host: HostFacts, profile: ModelProfile, intent: Intent, drafter: Mod
             + f", target is {version}",
             (f"vllm_version {profile.min_vllm} or newer", *((fork,) if profile.min_vllm_capabilities else ())),
         )
+    last = profile.max_version
+    if last is not None and version > last:
+        raise PlanError(
+            "vllm_version",
+            f"{profile.id} loads with stock vLLM {profile.min_vllm} to {profile.max_vllm} only, target is {version}: "
+            f"{profile.sources['max_vllm']}",
+            (
+                f"vllm_version {profile.max_vllm} (vllm_install_version on the host)",
+                "a checkpoint the target's loader reads",
+            ),
+        )
     shards = intent.tensor_parallel_size * intent.pipeline_parallel_size
     if intent.nodes > 1 and shards != intent.nodes:
         raise PlanError(

@@ -16,9 +16,9 @@ from ..kv.cache import GroupKind, attention_bytes_per_token, state_bytes
 from ..models import GIB, CheckpointFormat, ModelProfile, SpeculativeSupport
 from ..models.speed import Parameters
 
-# GB10's LPDDR5X bandwidth (seed 002 §1: "~273 GB/s bandwidth").
+# GB10's LPDDR5X bandwidth (seed 002 §2, hardware facts: "~273 GB/s bandwidth").
 GB10_BANDWIDTH = 273e9
-BANDWIDTH_SOURCE = "seed 002 §1: GB10 ~273 GB/s memory bandwidth"
+BANDWIDTH_SOURCE = "seed 002 §2: GB10 ~273 GB/s memory bandwidth"
 
 
 @dataclasses.dataclass(frozen=True)
