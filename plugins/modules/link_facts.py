@@ -24,6 +24,14 @@ options:
     description: Where sysfs is mounted.
     type: path
     default: /sys
+  meminfo:
+    description: The kernel's memory figures, for its CMA reservation (C(CmaTotal), C(CmaFree)).
+    type: path
+    default: /proc/meminfo
+  nccl_conf:
+    description: NCCL's own configuration file, which every NCCL process on the host reads beside its environment.
+    type: path
+    default: /etc/nccl.conf
 attributes:
   facts:
     description: Sets the fact C(sparkfleet_link).
@@ -46,8 +54,11 @@ ansible_facts:
   contains:
     sparkfleet_link:
       description:
-        - C(rdma_ports), each RDMA device port (device, port, state, phys_state, rate, link_layer and the netdevs of
-          its PCI function), and C(netdevs), those netdevs and O(interfaces) with mtu, operstate and speed_mbps.
+        - C(rdma_ports), each RDMA device port (device, port, state, phys_state, rate, link_layer, the netdevs of
+          its PCI function, and C(gids), its GID table's addresses with index and type), and C(netdevs), those netdevs
+          and O(interfaces) with mtu, operstate and speed_mbps.
+        - C(cma), the kernel's C(total_kb) and C(free_kb) of contiguous memory (null without those lines), and
+          C(nccl_conf), O(nccl_conf)'s path and settings (null where there is no such file).
       type: dict
 """
 
@@ -60,11 +71,18 @@ def main():
         argument_spec={
             "interfaces": {"type": "list", "elements": "str", "default": []},
             "sysfs": {"type": "path", "default": "/sys"},
+            "meminfo": {"type": "path", "default": "/proc/meminfo"},
+            "nccl_conf": {"type": "path", "default": "/etc/nccl.conf"},
         },
         supports_check_mode=True,
     )
     module.exit_json(
-        changed=False, ansible_facts={"sparkfleet_link": read_link(module.params["sysfs"], module.params["interfaces"])}
+        changed=False,
+        ansible_facts={
+            "sparkfleet_link": read_link(
+                module.params["sysfs"], module.params["interfaces"], module.params["meminfo"], module.params["nccl_conf"]
+            )
+        },
     )
 
 

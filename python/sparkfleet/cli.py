@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from .bench import check_summary, compare
 from .catalog import load_catalog
+from .doctor.hang import GpuReading, classify, parse_ras
 from .errors import PlanError
 from .hostconfig.monitoring import dashboard, rules_document, thresholds
 from .models import (
@@ -200,6 +201,25 @@ def _bench_compare(a: str, b: str) -> str:
     return compare(_read_summary(a, "A"), _read_summary(b, "B"), (a, b))
 
 
+def _hang(paths: list[str], gpus: list[str]) -> str:
+    readings = []
+    for given in gpus:
+        host, _sep, values = given.partition("=")
+        try:
+            util, watts = (float(v) for v in values.split(","))
+        except ValueError as exc:
+            raise PlanError("--gpu", f"{given!r} is not HOST=UTIL,WATTS (such as s1=0.96,18.4)") from exc
+        readings.append(GpuReading(host=host, utilization=util, watts=watts))
+    polls = []
+    for path in paths:
+        try:
+            polls.append(parse_ras(Path(path).read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            raise PlanError("POLL", f"{path}: not a readable RAS output ({exc})") from exc
+    verdict = classify(polls, readings)
+    return f"{verdict.kind}: {verdict.detail}\ntry: {verdict.lever}\nsource: {verdict.source}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sparkfleet", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -228,6 +248,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     compare_parser.add_argument("a", metavar="A", help="a summary.json the benchmark playbook wrote, or its directory")
     compare_parser.add_argument("b", metavar="B", help="another one")
+    hang = sub.add_parser(
+        "hang",
+        help="why a cluster hangs: NCCL RAS polls (echo verbose status | nc localhost 28028, a few seconds apart) and "
+        "the GPUs' utilisation and power, classified, with the lever to try first",
+    )
+    hang.add_argument("polls", nargs="+", metavar="POLL", help="RAS outputs (text or JSON), oldest first")
+    hang.add_argument(
+        "--gpu", action="append", default=[], metavar="HOST=UTIL,WATTS", help="a member's GPU (0.96,18.4), repeatable"
+    )
     args = parser.parse_args(argv)
     if getattr(args, "model", "") is None and not getattr(args, "journal", None):
         parser.error("explain needs a model, or --journal FILE, or both")
@@ -240,6 +269,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "catalog":
             print(_catalog(args.json))
+            return 0
+        if args.command == "hang":
+            print(_hang(args.polls, args.gpu), end="")
             return 0
         if args.command == "monitoring":
             print(_monitoring(args.artifact, args.alerts), end="")

@@ -28,6 +28,11 @@ def render_report(plan: ServePlan) -> str:
         f"MemoryMax={plan.systemd.memory_max} MemorySwapMax={plan.systemd.memory_swap_max} (host-side RAM only: "
         "on GB10 cgroups do not see GPU allocations, the host memory guard keeps MemAvailable's floor)",
         f"  starts within {plan.start_budget_s} s (the watchdog waits it out; the unit's start timeout is at least this)",
+        *(
+            [f"  clients: give each request max_tokens {plan.min_max_tokens:,} or more (a reasoning trace spends it first)"]
+            if plan.min_max_tokens
+            else []
+        ),
         f"  loads the checkpoint {plan.load_strategy.value}"
         + (f", holding {m.load_transient:.2f} GiB beside the weights while it loads" if m.load_transient else "")
         + (

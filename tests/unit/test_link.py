@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from sparkfleet.boundary.adapters import link_check
 from sparkfleet.errors import PlanError
-from sparkfleet.hostconfig.cluster import Interconnect
+from sparkfleet.hostconfig.cluster import Interconnect, interconnect_env
 from sparkfleet.hostconfig.link import (
     GB10_DEVICE_GBPS,
     LinkFacts,
@@ -263,3 +263,93 @@ def test_the_doctor_reads_the_loop_results_ansible_registered() -> None:
     assert findings["link: bandwidth to ray-worker over eth1"].status is Status.GREEN
     refused = findings["link: bandwidth to ray-other over eth1"]
     assert refused.status is Status.RED and "Connection refused" in refused.detail
+
+
+def spark_tree(tmp_path: Path, gids: dict[int, tuple[str, str]]) -> Path:
+    """A sysfs tree of one ACTIVE RoCE port at MTU 9000 with the given GID table (index: (type, address))."""
+    port = tmp_path / "class" / "infiniband" / "rocep1s0f0" / "ports" / "1"
+    for name, text in (("state", "4: ACTIVE"), ("phys_state", "5: LinkUp"), ("rate", "200 Gb/sec (4X HDR)"), ("link_layer", "Ethernet")):  # fmt: skip
+        (port / name).parent.mkdir(parents=True, exist_ok=True)
+        (port / name).write_text(text + "\n")
+    (port / "gids").mkdir()
+    (port / "gid_attrs" / "types").mkdir(parents=True)
+    for index in range(8):
+        kind, address = gids.get(index, ("", link_state.ZERO_GID))
+        (port / "gids" / str(index)).write_text(address + "\n")
+        if kind:
+            (port / "gid_attrs" / "types" / str(index)).write_text(kind + "\n")
+    net = tmp_path / "class" / "infiniband" / "rocep1s0f0" / "device" / "net" / "enp1s0f0np0"
+    net.mkdir(parents=True)
+    (tmp_path / "class" / "net" / "enp1s0f0np0").mkdir(parents=True)
+    (tmp_path / "class" / "net" / "enp1s0f0np0" / "mtu").write_text("9000\n")
+    return tmp_path
+
+
+V4 = "0000:0000:0000:0000:0000:ffff:0a00:0001"
+LOCAL = "fe80:0000:0000:0000:5a48:aa00:0001:0002"
+SHIPPED = {0: ("IB/RoCE v1", LOCAL), 1: ("RoCE v2", LOCAL), 2: ("IB/RoCE v1", V4), 3: ("RoCE v2", V4)}
+
+
+def test_the_gid_index_must_be_roce_v2_on_an_address_on_every_port(tmp_path: Path) -> None:
+    """MiaAI-Lab GLM-5.3-Flash#47: the RoCE v2 GIDs sit at index 5 on some kits, where index 3 is empty."""
+    shifted = {0: SHIPPED[0], 1: SHIPPED[1], 4: ("IB/RoCE v1", V4), 5: ("RoCE v2", V4)}
+    cases = ((SHIPPED, 3, None), (shifted, 3, "is empty"), (SHIPPED, 2, "is IB/RoCE v1"), (SHIPPED, 1, "(link-local)"))
+    for case, (table, index, expect) in enumerate(cases):
+        raw = link_state.read_link(str(spark_tree(tmp_path / str(case), table)), ["enp1s0f0np0"])
+        found = LinkFacts.model_validate(raw)
+        assert [g.index for g in found.rdma_ports[0].gids] == sorted(table)
+        report = link_report(
+            "s1", found, Interconnect(interface="enp1s0f0np0", hcas=["rocep1s0f0"], gid_index=index), False, True
+        )
+        if expect is None:
+            assert report.problems == []
+            continue
+        assert len(report.problems) == 1 and expect in report.problems[0]
+        good = 5 if table is shifted else 3
+        assert f"set ray_cluster_gid_index: {good}" in report.problems[0] and "(ray_cluster_gid_index)" in report.problems[0]
+
+
+def test_a_kernel_that_hands_kexec_pages_out_as_cma_and_a_stray_nccl_conf_are_refused(tmp_path: Path) -> None:
+    """NV-Kernels#590: CmaFree above CmaTotal is Kexec HandOver, whose ibv_reg_mr fails under load;
+    aicad-nccl-optimization#1: inline sends and preposted receives in /etc/nccl.conf froze the first all-reduce."""
+    tree = spark_tree(tmp_path, SHIPPED)
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       127535604 kB\nCmaTotal:              0 kB\nCmaFree:          940604 kB\n")
+    conf = tmp_path / "nccl.conf"
+    conf.write_text(
+        "# left by an image\nNCCL_IB_USE_INLINE=1\nNCCL_IB_PREPOST_RECEIVE_WORK_REQUESTS = 1\nNCCL_IB_HCA=mlx5_0\n"
+    )
+    raw = link_state.read_link(str(tree), ["enp1s0f0np0"], str(meminfo), str(conf))
+    assert raw["cma"] == {"total_kb": 0, "free_kb": 940604} and raw["nccl_conf"]["settings"]["NCCL_IB_HCA"] == "mlx5_0"
+    link = Interconnect(interface="enp1s0f0np0", hcas=["rocep1s0f0"])
+    report = link_report("s1", LinkFacts.model_validate(raw), link, False, True)
+    assert [p.split(":", 2)[1].strip()[:20] for p in report.problems] == [
+        "the kernel reports C",
+        f"{conf} sets NCCL_IB"[:20],
+    ]
+    assert "kho=off" in report.problems[0]
+    assert "NCCL_IB_PREPOST_RECEIVE_WORK_REQUESTS=1, NCCL_IB_USE_INLINE=1" in report.problems[1]
+    assert report.warnings == [f"s1: {conf} sets NCCL_IB_HCA: the cluster's units set their own (a process's environment wins), but any other NCCL program on the host takes the file's"]  # fmt: skip
+    # CMA at zero alone is how newer kernels ship (NV-Kernels#403); no file, no finding; both off is NCCL's default.
+    meminfo.write_text("CmaTotal:              0 kB\nCmaFree:               0 kB\n")
+    conf.write_text("NCCL_IB_USE_INLINE=0\n")
+    clean = link_report(
+        "s1", LinkFacts.model_validate(link_state.read_link(str(tree), [], str(meminfo), str(conf))), link, False, True
+    )
+    assert clean.problems == [] and clean.warnings == []
+    assert link_state.read_link(str(tree), [], str(tmp_path / "none"), str(tmp_path / "none"))["nccl_conf"] is None
+
+
+def test_a_ring_of_three_sparks_routes_by_subnet_and_needs_the_nccl_that_can() -> None:
+    members = {name: link_state.read_link(str(LINK / "gb10-one-cable"), ["enp1s0f0np0"]) for name in ("s1", "s2", "s3")}
+    settings = {"interface": "enp1s0f0np0", "hcas": BOTH_HALVES, "platform": "gb10", "nccl": {"version": "2.29.7"}}
+    old = link_check(members, settings)
+    assert old["problems"] == [old["problems"][0]] and "first in 2.30.7" in old["problems"][0]
+    assert "port 0 of one to port 1 of the next" in old["warnings"][0]
+    new = link_check(members, {**settings, "nccl": {"version": "2.30.7"}})
+    assert new["problems"] == [] and len(new["warnings"]) == 1
+    assert link_check(dict(list(members.items())[:2]), {**settings, "nccl": {"version": "2.30.7"}})["warnings"] == []
+    env = {e.name: e.value for e in interconnect_env(Interconnect(interface="enp1s0f0np0", hcas=BOTH_HALVES, members=3))}
+    assert env["NCCL_IB_SUBNET_AWARE_ROUTING"] == "1"
+    two = {e.name for e in interconnect_env(Interconnect(interface="enp1s0f0np0", hcas=BOTH_HALVES))}
+    assert "NCCL_IB_SUBNET_AWARE_ROUTING" not in two

@@ -159,3 +159,15 @@ def test_a_floor_above_one_stream_is_refused_naming_the_variable() -> None:
     assert "one stream is predicted to decode" in str(refused.value)
     with pytest.raises(PlanError, match="needs the speed model"):
         plan(cpu_host(), get_profile(QWEN36), Intent(concurrency=2, max_context=4096, min_decode_tps=5))
+
+
+def test_clients_of_a_reasoning_model_are_told_the_max_tokens_it_needs() -> None:
+    """Seed 002 §7.3.1: a low max_tokens truncates Nemotron-3-Nano's reasoning and breaks tool calls; seed 004 gives
+    the general floor (512, 1024 with tool calling) for reasoning models whose recipe says nothing."""
+    nano = plan(spark("0.33.0"), get_profile("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"), Intent())
+    assert nano.min_max_tokens == 10000
+    assert any(r.item == "clients: max_tokens 10000 or more" and "seed 002 §7.3.1" in r.source for r in nano.reasons)
+    gpt = plan(spark("0.33.0"), get_profile("openai/gpt-oss-120b"), Intent())
+    assert gpt.min_max_tokens == 1024 and any("seed 004" in r.source for r in gpt.reasons if r.item.startswith("clients"))
+    coder = get_profile("Qwen/Qwen3-Coder-Next-FP8")
+    assert coder.reasoning_parser is None and plan(spark("0.33.0"), coder, Intent()).min_max_tokens is None

@@ -19,7 +19,7 @@ from ..hostconfig.cluster import (
     ray_auth_env,
 )
 from ..hostconfig.door import METRICS_CLIENT, DoorPlan, client_digests, door_plan_from
-from ..hostconfig.link import graph_instances, link_facts, link_report, nccl_graphs_problem
+from ..hostconfig.link import graph_instances, link_facts, link_report, nccl_graphs_problem, ring_findings
 from ..hostconfig.monitoring import ScrapedHost, dashboard, plan_metrics, queries, rules_document, scrape_targets, thresholds
 from ..hub import served_at, snapshot_dir
 from ..models import GIB, HostFacts, Intent, ModelProfile
@@ -303,20 +303,25 @@ def link_check(members: Any, settings: Any) -> dict[str, list[str]]:
     members, settings = plain(members), plain(settings) or {}
     if not isinstance(members, dict) or not isinstance(settings, dict):
         raise PlanError("ray_cluster", "link_check takes the members' link facts and the link settings as mappings")
-    link = interconnect({k: settings[k] for k in ("interface", "hcas") if k in settings})
+    link = interconnect({k: settings[k] for k in ("interface", "hcas", "gid_index") if k in settings})
     accept = settings.get("accept_sockets", False)
     if not isinstance(accept, bool):
         raise PlanError("ray_cluster_accept_sockets", f"{accept!r} is not true or false")
     gb10 = settings.get("platform") == "gb10"
     problems: list[str] = []
     warnings: list[str] = []
+    rdma = False
     for name, raw in sorted(members.items()):
         report = link_report(str(name), link_facts(raw, f"{name}: sparkfleet_link"), link, accept, gb10)
         problems += report.problems
         warnings += report.warnings
+        rdma = rdma or report.transport == "rdma"
     instances = settings.get("instances") or []
     spanning = graph_instances(instances if isinstance(instances, list) else [], gb10)
     nccl = settings.get("nccl") or {}
+    ring_problems, ring_warnings = ring_findings(len(members), rdma, nccl.get("version"))
+    problems += ring_problems
+    warnings += ring_warnings
     problem = nccl_graphs_problem(nccl.get("version"), str(nccl.get("where", "NCCL")), spanning)
     if problem:
         problems.append(problem)

@@ -94,6 +94,7 @@ class LinkObservation(Loose):
 
     interface: str
     hcas: list[str] = Field(default_factory=list)
+    gid_index: int = 3
     accept_sockets: bool = False
     platform: str = "cpu"
     facts: LinkFacts = Field(default_factory=LinkFacts)
@@ -102,6 +103,8 @@ class LinkObservation(Loose):
     tool: Literal["ib_write_bw", "iperf3"] = "iperf3"
     devices: list[str] = Field(default_factory=list)
     runs: list[dict[str, Any]] = Field(default_factory=list)
+    # NCCL's RAS polls on this member and its GPU's utilisation and power (roles/ray_cluster/files/sparkfleet_ras_poll.py).
+    ras: dict[str, Any] | None = None
 
     def measured(self) -> list[LinkMeasurement]:
         out = list(self.measurements)

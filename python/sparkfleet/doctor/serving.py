@@ -12,6 +12,7 @@ from ..hostconfig.cluster import Interconnect, package_differences
 from ..hostconfig.link import expected_gbps, judge_measurement, link_report
 from ..models import GIB
 from ..release import CUBIN_PACKAGE, FLASHINFER_CUDA13_INDEX, FLASHINFER_SOURCE, prebuilt_kernels
+from .hang import GpuReading, classify, parse_ras
 from .memory import guard_findings, start_findings
 from .observations import (
     KV_TOLERANCE,
@@ -383,7 +384,8 @@ def service_findings(services: dict[str, dict[str, str]]) -> list[Finding]:
 def link_findings(host: str, obs: LinkObservation) -> list[Finding]:
     """The link preflight's refusals (red) and accepted costs (yellow), then each measured bandwidth."""
     gb10 = obs.platform == "gb10"
-    report = link_report(host, obs.facts, Interconnect(interface=obs.interface, hcas=obs.hcas), obs.accept_sockets, gb10)
+    link = Interconnect(interface=obs.interface, hcas=obs.hcas, gid_index=obs.gid_index)
+    report = link_report(host, obs.facts, link, obs.accept_sockets, gb10)
     out = [Finding(area="link", check="preflight", status=Status.RED, detail=p) for p in report.problems]
     out += [Finding(area="link", check="preflight", status=Status.YELLOW, detail=w) for w in report.warnings]
     if not out:
@@ -394,4 +396,28 @@ def link_findings(host: str, obs: LinkObservation) -> list[Finding]:
         out.append(
             Finding(area="link", check=f"bandwidth to {m.peer} over {m.device}", status=Status(status), detail=detail)
         )
+    hang = hang_finding(host, obs.ras)
+    if hang is not None:
+        out.append(hang)
     return out
+
+
+HANG_STATUS = {"progressing": Status.GREEN, "idle": Status.GREEN, "frozen": Status.YELLOW, "unknown": Status.YELLOW}
+
+
+def hang_finding(host: str, ras: dict[str, Any] | None) -> Finding | None:
+    """What NCCL's RAS and the GPU say of this member's communicators (sparkfleet.doctor.hang)."""
+    if ras is None:
+        return None
+    if ras.get("error") or not ras.get("polls"):
+        detail = f"{ras.get('error') or 'no RAS poll'}: no NCCL communicator runs here, or its RAS is off"
+        return Finding(area="link", check="communicators", status=Status.GREEN, detail=detail)
+    gpu = ras.get("gpu")
+    readings = [GpuReading(host=host, utilization=gpu["utilization"], watts=gpu["watts"])] if gpu else []
+    verdict = classify([parse_ras(str(text)) for text in ras["polls"]], readings)
+    return Finding(
+        area="link",
+        check="communicators",
+        status=HANG_STATUS.get(verdict.kind, Status.RED),
+        detail=f"{verdict.kind}: {verdict.detail}; try: {verdict.lever} ({verdict.source})",
+    )

@@ -27,6 +27,15 @@ RAY_TOKEN_DOCS = "docs.ray.io ray-security/token-auth (Ray 2.52+)"
 NCCL_HANG = "field-anchors.md (vllm-project/vllm#42354: pip NCCL next to the system build hangs collectives ~20 min)"
 
 
+# Three or more Sparks cabled to each other without a switch: each cable a subnet of its own, from port 0 to port 1.
+RING_MEMBERS = 3
+RING_NCCL_MIN = (2, 30, 7)
+SOURCE_RING = (
+    "NVIDIA/nccl 5c1c4288 (v2.30.7-1: subnet-aware routing for a DGX Spark multi-node ring, off by default); "
+    "luxingcom/aicad-nccl-optimization#1 (a three-Spark ring ran once every cable joined p0 to p1 with it on)"
+)
+
+
 class Interconnect(Strict):
     """The direct link between Sparks (QSFP / ConnectX-7), as the ray_cluster role's variables give it."""
 
@@ -35,6 +44,8 @@ class Interconnect(Strict):
     gid_index: Annotated[int, Field(ge=0, le=255)] = 3
     roce_version: Annotated[int, Field(ge=1, le=2)] = 2
     ib_timeout: Annotated[int, Field(ge=1, le=31)] = 22
+    # The cluster's members: three or more Sparks cabled without a switch form a ring of /24s that NCCL must route.
+    members: Annotated[int, Field(ge=1, le=256)] = 2
 
     @field_validator("interface")
     @classmethod
@@ -132,7 +143,22 @@ def interconnect_env(link: Interconnect) -> list[EnvVar]:
             source=f"{SEED_SM121} multi-node",
         ),
     ]
-    return out
+    return out + ring_env(link)
+
+
+def ring_env(link: Interconnect) -> list[EnvVar]:
+    """Three or more Sparks cabled without a switch: each cable is a subnet of its own, which NCCL must route."""
+    if link.members < RING_MEMBERS or not link.hcas:
+        return []
+    return [
+        EnvVar(
+            name="NCCL_IB_SUBNET_AWARE_ROUTING",
+            value="1",
+            reason=f"{link.members} Sparks in a switchless ring put each cable on a subnet of its own: NCCL picks "
+            "the device on the peer's subnet per connection (off by default; without it ibv_modify_qp times out)",
+            source=SOURCE_RING,
+        )
+    ]
 
 
 def ray_auth_env(token_path: str) -> list[EnvVar]:

@@ -20,7 +20,7 @@ from ..errors import PlanError, from_validation
 from ..models import Strict
 from ..release import NCCL_GRAPHS_MIN
 from ..sources import SEED_GUIDE
-from .cluster import Interconnect
+from .cluster import RING_MEMBERS, RING_NCCL_MIN, SOURCE_RING, Interconnect
 
 JUMBO_MTU = 9000
 # The QSFP port of a Spark negotiates 200 Gb/s (ibstat on GB10: geerlingguy/sbc-reviews#92).
@@ -41,8 +41,41 @@ SOCKETS_COST = (
     "3 GB/s busbw against 23.7 GB/s on both RoCE halves, dgx-spark-playbooks#103)"
 )
 
+SOURCE_CMA = (
+    "NVIDIA/NV-Kernels#590 (default-on Kexec HandOver on 7.0 arm64-nvidia kernels hands ~9.3 GiB out as CMA: "
+    "CmaTotal 0, CmaFree ~9.7 GiB) and luxingcom/aicad-nccl-optimization#1 (ibv_reg_mr fails with ENOMEM on "
+    "7.0.0-1019-nvidia; 6.17.0-1031-nvidia with driver 580.173.02 runs)"
+)
+SOURCE_NCCL_CONF = (
+    "luxingcom/aicad-nccl-optimization#1 (an /etc/nccl.conf with NCCL_IB_USE_INLINE=1 and "
+    "NCCL_IB_PREPOST_RECEIVE_WORK_REQUESTS=1 froze the first 4-byte all-reduce: GPU at 96 % and ~16 W)"
+)
+SOURCE_GID = (
+    "MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#47 (the RoCE v2 GIDs sit at index 5 on some kits, 3 on most); "
+    "NCCL reads ports/N/gid_attrs/types for 'RoCE v2' (src/transport/net_ib/connect.cc)"
+)
+# What NCCL's own file must not turn on (both off by default in NCCL), and what it should not quietly set.
+NCCL_CONF_FREEZES = {"NCCL_IB_USE_INLINE", "NCCL_IB_PREPOST_RECEIVE_WORK_REQUESTS"}
+NCCL_CONF_SHADOWS = {"NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_SOCKET_IFNAME", "NCCL_NET", "NCCL_IB_DISABLE"}
+
 _RATE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec")
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+
+class Gid(Strict):
+    """One address of a port's GID table (ports/N/gids/I) and its type (ports/N/gid_attrs/types/I)."""
+
+    index: Annotated[int, Field(ge=0, le=65535)]
+    type: str = ""  # "RoCE v2", "IB/RoCE v1"
+    gid: str = ""
+
+    @property
+    def roce_v2(self) -> bool:
+        return self.type.strip().lower() == "roce v2"
+
+    @property
+    def link_local(self) -> bool:
+        return self.gid.lower().startswith("fe80:")
 
 
 class RdmaPort(Strict):
@@ -55,6 +88,7 @@ class RdmaPort(Strict):
     rate: str = ""  # "200 Gb/sec (4X HDR)"
     link_layer: str = ""  # "Ethernet" (RoCE) or "InfiniBand"
     netdevs: list[str] = Field(default_factory=list)
+    gids: list[Gid] = Field(default_factory=list)
 
     @property
     def active(self) -> bool:
@@ -78,11 +112,24 @@ class NetDev(Strict):
     speed_mbps: int | None = None
 
 
+class Cma(Strict):
+    total_kb: int | None = None
+    free_kb: int | None = None
+
+
+class NcclConf(Strict):
+    path: str
+    settings: dict[str, str] = Field(default_factory=dict)
+
+
 class LinkFacts(Strict):
-    """What link_facts read of a member's link: its RDMA ports and the interfaces they and the link use."""
+    """What link_facts read of a member's link: its RDMA ports and the interfaces they and the link use, the
+    kernel's CMA figures and NCCL's own configuration file (None where they were not read or are absent)."""
 
     rdma_ports: list[RdmaPort] = Field(default_factory=list)
     netdevs: dict[str, NetDev] = Field(default_factory=dict)
+    cma: Cma | None = None
+    nccl_conf: NcclConf | None = None
 
 
 class LinkReport(Strict):
@@ -110,6 +157,78 @@ def _mtu_problem(host: str, name: str, dev: NetDev | None, why: str, rdma: bool)
     return f"{host}: {name} ({why}) has MTU {dev.mtu}: {needs} (ip link set dev {name} mtu {JUMBO_MTU}; {SOURCE_HALVES})"
 
 
+def nccl_conf_findings(host: str, conf: NcclConf | None, rdma: bool) -> tuple[list[str], list[str]]:
+    """NCCL's own file: settings known to freeze its warm-up refuse (on RoCE), the link's own settings there warn."""
+    if conf is None:
+        return [], []
+    problems: list[str] = []
+    warnings: list[str] = []
+    frozen = sorted(k for k in NCCL_CONF_FREEZES if conf.settings.get(k, "0").strip() not in ("0", ""))
+    if frozen and rdma:
+        problems.append(
+            f"{host}: {conf.path} sets {', '.join(f'{k}={conf.settings[k]}' for k in frozen)}, which every NCCL process "
+            f"on the host reads: it froze NCCL's first all-reduce on a Spark's RoCE link ({SOURCE_NCCL_CONF}); "
+            "remove them from the file (NCCL's defaults are off)"
+        )
+    shadowed = sorted(k for k in NCCL_CONF_SHADOWS if k in conf.settings)
+    if shadowed:
+        warnings.append(
+            f"{host}: {conf.path} sets {', '.join(shadowed)}: the cluster's units set their own (a process's environment "
+            "wins), but any other NCCL program on the host takes the file's"
+        )
+    return problems, warnings
+
+
+def cma_problem(host: str, facts: LinkFacts) -> str | None:
+    """The kernel that hands Kexec HandOver pageblocks out as CMA: RDMA registration fails under memory pressure."""
+    cma = facts.cma
+    if cma is None or cma.total_kb is None or cma.free_kb is None or cma.free_kb <= cma.total_kb:
+        return None
+    return (
+        f"{host}: the kernel reports CmaFree {cma.free_kb} kB above CmaTotal {cma.total_kb} kB, the sign of Kexec "
+        "HandOver: NCCL's memory registration (ibv_reg_mr) fails with ENOMEM once the GPU holds most of the memory "
+        f"({SOURCE_CMA}); boot with kho=off, or a 6.17 nvidia kernel with its paired driver"
+    )
+
+
+def gid_problem(host: str, port: RdmaPort, index: int) -> str | None:
+    """The GID index the link sets (NCCL_IB_GID_INDEX) against the port's table: it must be RoCE v2 on an address."""
+    if not port.gids:
+        return None
+    chosen = next((g for g in port.gids if g.index == index), None)
+    if chosen is not None and chosen.roce_v2 and not chosen.link_local:
+        return None
+    good = [g.index for g in port.gids if g.roce_v2 and not g.link_local]
+    what = (
+        "empty"
+        if chosen is None
+        else f"{chosen.type or 'of no type'}{' (link-local)' if chosen.link_local else ''} ({chosen.gid})"
+    )
+    fix = f"set ray_cluster_gid_index: {good[0]}" if good else "give the port an IPv4 address on the link"
+    return (
+        f"{host}: {port.device} port {port.port} GID index {index} (ray_cluster_gid_index) is {what}; "
+        f"RoCE v2 on an address is at {', '.join(map(str, good)) or 'no index'}: {fix} ({SOURCE_GID})"
+    )
+
+
+def ring_findings(members: int, rdma: bool, nccl_version: str | None) -> tuple[list[str], list[str]]:
+    """Three or more Sparks without a switch: NCCL must route by subnet, which needs 2.30.7, and every cable must
+    join port 0 of one to port 1 of the next."""
+    if members < RING_MEMBERS or not rdma:
+        return [], []
+    warning = (
+        f"{members} Sparks in a switchless ring: every cable must join port 0 of one to port 1 of the next "
+        f"(p0 to p0 times out in ibv_modify_qp); the units set NCCL_IB_SUBNET_AWARE_ROUTING=1 ({SOURCE_RING})"
+    )
+    found = nccl_version_tuple(nccl_version) if nccl_version else None
+    if found is not None and found < RING_NCCL_MIN:
+        need = ".".join(map(str, RING_NCCL_MIN))
+        return [f"NCCL {nccl_version} routes no ring of {members} Sparks by subnet (first in {need}): {SOURCE_RING}"], [
+            warning
+        ]
+    return [], [warning]
+
+
 def link_report(host: str, facts: LinkFacts, link: Interconnect, accept_sockets: bool, gb10: bool) -> LinkReport:
     """Every way this member's link would silently cost the cluster its bandwidth, as refusals (problems) or
     warnings the user accepted."""
@@ -134,6 +253,7 @@ def link_report(host: str, facts: LinkFacts, link: Interconnect, accept_sockets:
         iface_mtu = _mtu_problem(host, link.interface, facts.netdevs.get(link.interface), "the cluster link", False)
         if iface_mtu:
             warnings.append(iface_mtu)
+        warnings += nccl_conf_findings(host, facts.nccl_conf, False)[1]
         return LinkReport(transport="sockets", problems=problems, warnings=warnings)
 
     for hca in link.hcas:
@@ -158,6 +278,9 @@ def link_report(host: str, facts: LinkFacts, link: Interconnect, accept_sockets:
             mtu = _mtu_problem(host, name, facts.netdevs.get(name), f"the netdev of {hca}", True)
             if mtu:
                 problems.append(mtu)
+        gid = gid_problem(host, port, link.gid_index)
+        if gid:
+            problems.append(gid)
     missing = [d for d in active if d not in link.hcas]
     if missing:
         problems.append(
@@ -169,7 +292,11 @@ def link_report(host: str, facts: LinkFacts, link: Interconnect, accept_sockets:
     iface_mtu = _mtu_problem(host, link.interface, facts.netdevs.get(link.interface), "the cluster link", True)
     if iface_mtu and link.interface not in judged:
         problems.append(iface_mtu)
-    return LinkReport(transport="rdma", problems=problems, warnings=warnings)
+    cma = cma_problem(host, facts)
+    if cma:
+        problems.append(cma)
+    conf_problems, conf_warnings = nccl_conf_findings(host, facts.nccl_conf, True)
+    return LinkReport(transport="rdma", problems=problems + conf_problems, warnings=warnings + conf_warnings)
 
 
 def nccl_version_tuple(version: str) -> tuple[int, int, int] | None:

@@ -125,6 +125,8 @@ class ServePlan(Strict):
     max_request_mib: int = 32
     # Seconds a start may take (sparkfleet.planning.memguard.start_budget_s); 0 in a plan written before it was planned.
     start_budget_s: int = 0
+    # The max_tokens each request should give at least (a reasoning model's trace spends it first); None: no floor.
+    min_max_tokens: int | None = None
     # Its speed on a Spark (sparkfleet.planning.speedplan); None off GB10, across nodes or without parameter counts.
     speed: SpeedPrediction | None = None
 

@@ -259,6 +259,9 @@ class ModelProfile(Strict):
         return check_template_kwargs(value) or {}
 
     reasoning_parser_plugin: str | None = None
+    # The max_tokens a request needs at least, where the model's recipe states it (its source in
+    # sources['reasoning_max_tokens']); other reasoning models get the general floor (sparkfleet.planning.clients).
+    reasoning_max_tokens: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
     tool_call_parser: str | None = None
     # config.json's model_type: with the target vLLM's registry it decides whether the repository's code is needed.
     model_type: str | None = None
@@ -325,6 +328,8 @@ class ModelProfile(Strict):
             needed.add("parameters")
         if self.max_vllm:
             needed.add("max_vllm")
+        if self.reasoning_max_tokens:
+            needed.add("reasoning_max_tokens")
         missing = sorted(needed - self.sources.keys())
         if missing:
             raise ValueError(f"profile {self.id}: no source for {', '.join(missing)}")

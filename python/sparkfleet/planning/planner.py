@@ -30,7 +30,7 @@ from ..versions import (
     VllmVersion,
     has_flag,
 )
-from . import loading, memguard, remotecode, rules, speedplan
+from . import clients, loading, memguard, remotecode, rules, speedplan
 from . import memory as mem
 from .answers import answer_check
 from .budget import Budget, memory_budget, non_kv
@@ -294,6 +294,11 @@ def reasons_of(
         *sized.chunk_reasons,
         start_budget_reason(host.platform, sized.budget.non_kv.weights, sized.jit_jobs > 0),
     ]
+    budget = clients.token_budget(profile)
+    if budget is not None:
+        reasons.append(
+            Reason(item=f"clients: max_tokens {budget.max_tokens} or more", reason=budget.reason, source=budget.source)
+        )
     if remote_code is None and intent.trust_remote_code:
         unneeded = remotecode.verdict(profile, sized.r.version)
         reasons.append(
@@ -365,6 +370,7 @@ def assemble(
     ]
     env = {e.name: e.value for e in environment}
     runner = "pooling" if any(f.name == "--runner" and f.values == ["pooling"] for f in flags) else "generate"
+    budget = clients.token_budget(profile) if runner == "generate" else None
     guard_env(env, r.version)
     required, memory_max, jit = process_limits(host, sized)
     request = max_request_mib(r.max_model_len, profile.multimodal, intent.max_request_mib)
@@ -412,6 +418,7 @@ def assemble(
         load_strategy=sized.load.strategy,
         max_request_mib=request[0],
         start_budget_s=memguard.start_budget_s(host.platform, sized.budget.non_kv.weights, sized.jit_jobs > 0),
+        min_max_tokens=budget.max_tokens if budget is not None else None,
         speed=speedplan.predict(
             profile,
             intent,

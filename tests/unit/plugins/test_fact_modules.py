@@ -91,7 +91,16 @@ def test_link_facts_reads_rdma_ports_and_interfaces_from_sysfs(tmp_path: Path) -
     net.mkdir(parents=True)
     for name, value in {"mtu": "9000", "operstate": "up", "speed": "200000"}.items():
         (net / name).write_text(value + "\n")
-    link = facts(run_module("link_facts", {"sysfs": str(tmp_path), "interfaces": ["missing0"]}), "sparkfleet_link")
+    (tmp_path / "meminfo").write_text(
+        "MemTotal:       127535604 kB\nCmaTotal:          131072 kB\nCmaFree:          131000 kB\n"
+    )
+    (port / "gids").mkdir()
+    (port / "gid_attrs" / "types").mkdir(parents=True)
+    (port / "gids" / "0").write_text("0000:0000:0000:0000:0000:0000:0000:0000\n")
+    (port / "gids" / "3").write_text("0000:0000:0000:0000:0000:ffff:0a00:0001\n")
+    (port / "gid_attrs" / "types" / "3").write_text("RoCE v2\n")
+    args = {"sysfs": str(tmp_path), "interfaces": ["missing0"], "meminfo": str(tmp_path / "meminfo")}
+    link = facts(run_module("link_facts", {**args, "nccl_conf": str(tmp_path / "nccl.conf")}), "sparkfleet_link")
     assert link["rdma_ports"] == [
         {
             "device": "rocep1s0f0",
@@ -101,6 +110,8 @@ def test_link_facts_reads_rdma_ports_and_interfaces_from_sysfs(tmp_path: Path) -
             "rate": "200 Gb/sec (4X HDR)",
             "link_layer": "Ethernet",
             "netdevs": ["enp1s0f0np0"],
+            "gids": [{"index": 3, "type": "RoCE v2", "gid": "0000:0000:0000:0000:0000:ffff:0a00:0001"}],
         }
     ]
     assert link["netdevs"] == {"enp1s0f0np0": {"mtu": 9000, "operstate": "up", "speed_mbps": 200000}}
+    assert link["cma"] == {"total_kb": 131072, "free_kb": 131000} and link["nccl_conf"] is None
