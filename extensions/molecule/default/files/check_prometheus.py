@@ -19,7 +19,7 @@ import urllib.request
 from typing import Any
 
 METRIC = re.compile(
-    r"(?<![\w:])(vllm:[a-z_]+|sparkfleet:[a-z0-9_:]+|sparkfleet_(?:plan|gpu)_[a-z_]+|node_[A-Za-z_]+|up)(?![\w:(])"
+    r"(?<![\w:])(vllm:[a-z_]+|sparkfleet:[a-z0-9_:]+|sparkfleet_(?:plan|gpu|benchmark)_[a-z_]+|node_[A-Za-z_]+|up)(?![\w:(])"
 )
 GRAFANA_VARIABLES = {"$host": ".*", "$instance": ".*"}
 
