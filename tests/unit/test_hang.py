@@ -65,7 +65,7 @@ def test_the_command_line_classifies_saved_polls(capsys: pytest.CaptureFixture[s
     desync = str(RAS / "gb10-desync.txt")
     assert main(["hang", desync, desync, "--gpu", "s1=0.96,18.4"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("collective desync: ") and "s1 at >= 90% GPU under 30 W" in out and "\ntry: " in out
+    assert out.startswith("collective desync: ") and "s1 at >= 90% GPU under 25 W" in out and "\ntry: " in out
     assert main(["hang", desync, "--gpu", "s1=busy"]) == 2
     assert "--gpu: 's1=busy' is not HOST=UTIL,WATTS" in capsys.readouterr().err
 

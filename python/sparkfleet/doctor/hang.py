@@ -18,16 +18,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..hostconfig.monitoring.thresholds import Thresholds
+
 SOURCE_RAS = "NCCL docs, troubleshooting/ras.rst (RAS on localhost:28028; counts rising across queries are progress)"
 SOURCE_SPLIT = "nvidia/nccl#2213 (frozen and equal: a stuck kernel or host; frozen with a spread: a collective desync)"
 SOURCE_SPIN = "vllm-project/vllm#46097 and #48720 (every rank at ~96 % GPU and 15-21 W while the engine stalls)"
 SOURCE_NOT_NCCL = (
     "vllm-project/vllm#48720 (a frozen-equal wedge was flashinfer's sparse-MLA prefill kernel spinning, not NCCL)"
 )
-# A GB10 decoding draws ~45 W on average (up to ~90 W); a spinning kernel draws idle power at full utilisation.
-SPIN_UTILIZATION = 0.9
-SPIN_WATTS = 30.0
-SOURCE_WATTS = "eugr/spark-vllm-docker#260 (healthy ~45 W, up to ~90 W; wedged 16-27 W at ~95 % utilisation)"
+# Busy at almost no power: the same line the SparkfleetGpuBusyAtLowPower alert draws (its thresholds' defaults).
+SPIN_UTILIZATION = Thresholds().gpu_busy_utilization
+SPIN_WATTS = Thresholds().gpu_busy_min_watts
 
 Kind = Literal["progressing", "idle", "frozen", "process lost", "stuck kernel", "collective desync", "unknown"]
 

@@ -30,6 +30,7 @@ from . import memory as mem
 from .choices import Resolved
 from .rules.kernels import NVFP4_FORMATS
 from .rules.speculation import SPECULATION_OFF_AT
+from .speed import GB10_BANDWIDTH
 
 
 def compile_warning(jit_jobs: int, headroom: float) -> list[str]:
@@ -150,7 +151,7 @@ def plan_warnings(host: HostFacts, profile: ModelProfile, intent: Intent, r: Res
         out.append("static YaRN stretches the model past its training and can dent short-prompt quality")
     if (r.yarn or r.long_context) and host.platform is Platform.GB10:
         out.append(
-            f"a prompt near {r.max_model_len} tokens takes minutes to prefill on GB10 (273 GB/s): "
+            f"a prompt near {r.max_model_len} tokens takes minutes to prefill on GB10 ({GB10_BANDWIDTH / 1e9:g} GB/s): "
             f"it fits, it is not fast ({SEED_GUIDE} §8)"
         )
     if host.mem_available_bytes is not None and host.mem_available_bytes < required:

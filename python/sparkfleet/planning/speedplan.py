@@ -18,7 +18,7 @@ CONTEXT_TOKENS = calibration.UNSTATED_CONTEXT
 TTFT_PROMPTS = (1024, 8192, 32768)
 CURVE = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SOURCE = (
-    "sparkfleet.planning.speed (bytes per step over GB10's 273 GB/s, seed 002 §2) with factors fitted to the seeds' "
+    f"sparkfleet.planning.speed (bytes per step over {speed.BANDWIDTH_SOURCE}) with factors fitted to the seeds' "
     "measured Spark figures (sparkfleet.planning.calibration; benchmarks/speed_calibration.py prints the table)"
 )
 
@@ -91,7 +91,8 @@ def predict(
             f"{facts.step_bytes(1, 1, context) / 1e9:.2f} GB read per single-stream step at {context} tokens "
             f"(output head {facts.head_bytes / 1e9:.2f} GB, {facts.parameters.active_b:g}B of "
             f"{facts.parameters.total_b:g}B parameters active)",
-            f"bandwidth efficiency {factors.bandwidth_efficiency:.2f} of 273 GB/s ({speed.BANDWIDTH_SOURCE}), "
+            f"bandwidth efficiency {factors.bandwidth_efficiency:.2f} of {speed.GB10_BANDWIDTH / 1e9:g} GB/s "
+            f"({speed.BANDWIDTH_SOURCE}), "
             f"per-step cost {factors.step_s * 1e3:.1f} ms"
             + (f", eager {factors.eager_s_per_layer * 1e3:.3f} ms per layer" if eager else ""),
             f"prefill {factors.flops / 1e12:.0f} TFLOP/s effective at 2 FLOPs per active parameter per prompt token",
