@@ -12,13 +12,13 @@ author: sparkfleet contributors (@sparkfleet)
 description:
   - From the C(vllm bench serve) results of every run at every concurrency, returns what the numbers were
     measured under (release id and key package versions, argv and its hash, the environment's hash, context,
-    sequences, graph sizes, and the backends vLLM logged it selected) and, per concurrency, each metric's
+    sequences, graph sizes, the backends vLLM logged it selected, and the thinking switch) and, per concurrency, each metric's
     median, minimum, maximum and spread over the runs.
   - Each level's decode (concurrency x 1000 / median time per output token) is held against the plan's speed
     prediction at that concurrency; a level under half its predicted range's low end is flagged with what the
     record and the start show could explain it (a kernel fallback, eager mode, kernels compiled at start).
   - C(sparkfleet bench compare A B) prints two such summaries side by side.
-positional: plan, release, journal, input_len, output_len, start
+positional: plan, release, journal, input_len, output_len, start, thinking
 options:
   _input:
     description:
@@ -53,6 +53,12 @@ options:
         to its socket, C(/health) and the first right answer, and the kernels compiled during it. Kept in the summary
         as C(start).
     type: dict
+  thinking:
+    description:
+      - The run's thinking switch (M(sparkfleet.vllm.bench_thinking_args)), kept in the record as C(thinking).
+    type: str
+    default: default
+    choices: [default, "on", "off"]
 extends_documentation_fragment:
   - sparkfleet.vllm.library
 """

@@ -68,7 +68,46 @@ def _graph_sizes(plan: Mapping[str, Any]) -> str:
     return "vLLM default"
 
 
-def record(plan: Mapping[str, Any], release: Mapping[str, Any], journal: str) -> dict[str, Any]:
+# A benchmark run's thinking switch: the instance's own default, or every request with thinking on or off.
+THINKING = ("default", "on", "off")
+# Reasoning parsers whose chat templates switch thinking with chat_template_kwargs' enable_thinking (seed 002 §7.2.1
+# for Gemma 4; Qwen3's and Nemotron 3's templates read the same key). gpt-oss reasons at an effort, not on a switch.
+THINKING_SWITCHED = frozenset({"qwen3", "gemma4", "nemotron_v3"})
+
+
+def _template_switch(plan: Mapping[str, Any]) -> bool:
+    """Whether the instance's chat template takes enable_thinking: its parser's family reads it, or the instance's
+    own default chat template kwargs already set it."""
+    parser = planned_flag(plan, "--reasoning-parser")
+    if parser and parser[0] in THINKING_SWITCHED:
+        return True
+    defaults = planned_flag(plan, "--default-chat-template-kwargs") or []
+    try:
+        return bool(defaults) and "enable_thinking" in json.loads(defaults[0])
+    except ValueError:
+        return False
+
+
+def thinking_args(plan: Mapping[str, Any], thinking: str) -> list[str]:
+    """The `vllm bench serve` words of the thinking switch: none for the instance's default, else every request's
+    chat_template_kwargs (vllm bench serve --extra-body). Refused where the instance's template has no switch."""
+    if thinking not in THINKING:
+        raise PlanError("vllm_serve_benchmark_thinking", f"{thinking!r} is not one of {', '.join(THINKING)}")
+    if thinking == "default":
+        return []
+    if not _template_switch(plan):
+        parser = planned_flag(plan, "--reasoning-parser")
+        raise PlanError(
+            "vllm_serve_benchmark_thinking",
+            f"{thinking}: {plan.get('served_name')}'s chat template has no enable_thinking switch "
+            + (f"(reasoning parser {parser[0]})" if parser else "(no reasoning parser)"),
+            ("default",),
+        )
+    body = {"chat_template_kwargs": {"enable_thinking": thinking == "on"}}
+    return ["--extra-body", json.dumps(body, separators=(",", ":"))]
+
+
+def record(plan: Mapping[str, Any], release: Mapping[str, Any], journal: str, thinking: str = "default") -> dict[str, Any]:
     """What the numbers were measured under, enough to tell two results' setups apart."""
     argv = [str(word) for word in plan.get("argv", [])]
     env = {str(k): str(v) for k, v in dict(plan.get("env", {})).items()}
@@ -88,6 +127,7 @@ def record(plan: Mapping[str, Any], release: Mapping[str, Any], journal: str) ->
         "graph_sizes": _graph_sizes(plan),
         "enforce_eager": planned_flag(plan, "--enforce-eager") is not None,
         "backends": {seen.what: seen.value for seen in logsigns.loaded(journal)},
+        "thinking": thinking,
     }
 
 
@@ -169,6 +209,7 @@ def summary(
     input_len: int,
     output_len: int,
     start: Mapping[str, Any] | None = None,
+    thinking: str = "default",
 ) -> dict[str, Any]:
     """The record and, per concurrency, each metric's median and spread over its runs; `start` is the instance's
     last start as its probe recorded it (milestones and kernels compiled), so "no compile at first start" is kept
@@ -191,7 +232,7 @@ def summary(
                 "metrics": metrics,
             }
         )
-    setup = record(plan, release, journal)
+    setup = record(plan, release, journal, thinking)
     kept_start = {key: start.get(key) for key in START_KEYS} if start else None
     return {
         "schema": SUMMARY_SCHEMA,
@@ -237,6 +278,10 @@ def check_summary(data: Any, name: str) -> dict[str, Any]:
 def _setup_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     keys = ("release_id", "vllm_version", "argv_sha256", "env_sha256", "max_model_len", "max_num_seqs", "graph_sizes")
     lines = [f"  {key}: {a.get(key)} -> {b.get(key)}" for key in keys if a.get(key) != b.get(key)]
+    # A summary from before the switch ran each request as the instance's default.
+    thinking = (a.get("thinking", "default"), b.get("thinking", "default"))
+    if thinking[0] != thinking[1]:
+        lines.append(f"  thinking: {thinking[0]} -> {thinking[1]}")
     for group in ("packages", "backends"):
         left, right = dict(a.get(group) or {}), dict(b.get(group) or {})
         lines += [

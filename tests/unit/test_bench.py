@@ -20,8 +20,10 @@ from sparkfleet.bench import (
     record,
     spread,
     summary,
+    thinking_args,
 )
 from sparkfleet.cli import main
+from sparkfleet.errors import PlanError
 
 JOURNAL = (
     "INFO 11-24 09:12:01 [cuda.py:507] Using TRITON_ATTN attention backend out of potential backends: ['TRITON_ATTN'].\n"
@@ -179,3 +181,25 @@ def test_prometheus_gets_the_ratio_and_the_flag_only_where_a_speed_was_predicted
     assert 'sparkfleet_benchmark_far_below_prediction{instance="co\\"der"} 1' in text
     assert text.count("# TYPE") == 2 and text.endswith("\n")
     assert prometheus_text("coder", made([50.0])) == ""
+
+
+def test_the_thinking_switch_goes_to_every_request_where_the_template_has_one() -> None:
+    """Issue 49: a reasoning model measured thinking and not, the record saying which."""
+    qwen = {**PLAN, "flags": [{"name": "--reasoning-parser", "values": ["qwen3"]}]}
+    assert thinking_args(qwen, "default") == []
+    words = thinking_args(qwen, "off")
+    assert words[0] == "--extra-body" and json.loads(words[1]) == {"chat_template_kwargs": {"enable_thinking": False}}
+    assert json.loads(thinking_args(qwen, "on")[1])["chat_template_kwargs"]["enable_thinking"] is True
+    # The instance's own template defaults name the switch: a model with no parser still takes it.
+    kwargs = {**PLAN, "flags": [{"name": "--default-chat-template-kwargs", "values": ['{"enable_thinking": false}']}]}
+    assert thinking_args(kwargs, "on")
+    with pytest.raises(PlanError, match=r"vllm_serve_benchmark_thinking: off: qwen's chat template .*no reasoning"):
+        thinking_args(PLAN, "off")
+    gptoss = {**PLAN, "flags": [{"name": "--reasoning-parser", "values": ["openai_gptoss"]}]}
+    with pytest.raises(PlanError, match=r"\(reasoning parser openai_gptoss\); try default"):
+        thinking_args(gptoss, "on")
+    with pytest.raises(PlanError, match="'maybe' is not one of default, on, off"):
+        thinking_args(qwen, "maybe")
+    off = summary(qwen, RELEASE, JOURNAL, {1: [run(50.0, 100.0)]}, input_len=1024, output_len=128, thinking="off")
+    assert off["record"]["thinking"] == "off" and made([50.0])["record"]["thinking"] == "default"
+    assert "thinking: default -> off" in compare(made([50.0]), off)

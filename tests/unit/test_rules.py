@@ -127,6 +127,24 @@ def test_parsers_and_auto_tool_choice_from_profile() -> None:
     assert argv[argv.index("--reasoning-parser") + 1] == "qwen3"
 
 
+def test_coder_next_runs_its_recipes_flashinfer_and_qwen36_stays_on_auto() -> None:
+    """Issue 49: seed 002 §7.1.3 measured the default backend capping Coder-Next near ~60K at 0.85 and FlashInfer
+    fitting ~170K; the FlashInfer crash at init_device was Qwen3.6's (§7.1.1), whose plan leaves the backend alone."""
+    coder = plan(
+        spark("0.33.0"),
+        get_profile("Qwen/Qwen3-Coder-Next-FP8"),
+        Intent(max_context=170000, concurrency=4, max_num_batched_tokens=32768, gpu_memory_utilization=0.85),
+    )
+    assert coder.argv[coder.argv.index("--attention-backend") + 1] == "FLASHINFER"
+    reason = next(f.reason for f in coder.flags if f.name == "--attention-backend")
+    assert "~60K" in reason and "~170K" in reason and "Qwen3.6" in reason
+    assert "--attention-backend" not in argv_of(QWEN, "0.33.0")
+    # On a CPU host the recipe's GPU backend is never asked for.
+    assert (
+        "--attention-backend" not in plan(cpu_host(total_gib=256), get_profile("Qwen/Qwen3-Coder-Next-FP8"), Intent()).argv
+    )
+
+
 def test_dflash_needs_021_bf16_kv_and_disables_deep_gemm() -> None:
     with pytest.raises(PlanError, match="DFlash needs vLLM >= 0.21.0"):
         argv_of("nvidia/Gemma-4-31B-IT-NVFP4", "0.20.0", speculative="dflash", max_context=8192)

@@ -30,7 +30,14 @@ def account_refusal(users: Any, names: Any, host: Any) -> str:
 
 
 def bench_summary(  # noqa: PLR0917 - a filter's arguments are positional in Jinja
-    read: Any, plan_json: Any, release: Any, journal: Any, input_len: Any, output_len: Any, start: Any = None
+    read: Any,
+    plan_json: Any,
+    release: Any,
+    journal: Any,
+    input_len: Any,
+    output_len: Any,
+    start: Any = None,
+    thinking: Any = "default",
 ) -> dict[str, Any]:
     """The benchmark record of one instance from its runs (registered `command` results, one per concurrency)."""
     runs: dict[int | str, list[Any]] = {}
@@ -45,9 +52,15 @@ def bench_summary(  # noqa: PLR0917 - a filter's arguments are positional in Jin
             input_len=int(input_len),
             output_len=int(output_len),
             start=start or None,
+            thinking=str(thinking),
         )
     except (KeyError, TypeError, IndexError) as exc:
         raise ValueError(f"unreadable benchmark run: {exc!r}") from exc
+
+
+def bench_thinking_args(plan_json: Any, thinking: Any) -> list[str]:
+    """The `vllm bench serve` words of a benchmark's thinking switch (none for the instance's default)."""
+    return bench.thinking_args(plan_json, str(thinking))
 
 
 def bench_metrics(result: Any, instance: Any) -> str:

@@ -272,6 +272,9 @@ class ModelProfile(Strict):
     # The code files the auto_maps name (what --trust-remote-code would run), when read.
     remote_code_files: tuple[str, ...] = ()
     force_attention_backend: bool = True
+    # The attention backend the model's own Spark recipe runs where vLLM's default falls short (its source in
+    # sources['recipe_attention_backend']); a forced Triton backend or DFlash's take precedence.
+    recipe_attention_backend: Annotated[str, Field(pattern=r"^[A-Z0-9_]{1,40}$")] | None = None
     kv_fp8_supported: bool = True
     kv_fp8_recommended: bool = False
     # The model's tested recipe keeps its KV cache unquantized though fp8 works: memory-saver leaves it, and an fp8

@@ -53,6 +53,18 @@ def kernels(s: Settings) -> list[Entry]:
                 "--attention-backend flashinfer dropped), §14.4, §14.7",
             )
         )
+    elif s.profile.recipe_attention_backend:
+        out.append(
+            arg(
+                "--attention-backend",
+                s.profile.recipe_attention_backend,
+                reason=f"this model's own Spark recipe runs {s.profile.recipe_attention_backend}: "
+                + s.profile.sources.get("recipe_attention_backend", "the default backend falls short on sm_121")
+                + "; the init_device crash of FlashInfer forced on every layer was another hybrid's (Qwen3.6, "
+                "§7.1.1), not this one's",
+                source=f"{SEED_GUIDE} §7.1.3, §7.1.1",
+            )
+        )
     if s.profile.moe and s.profile.checkpoint_format.is_fp4 and s.intent.moe_backend is None:
         out.append(
             arg(
