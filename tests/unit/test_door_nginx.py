@@ -195,7 +195,7 @@ def door_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ss
                 pytest.fail(f"nginx did not serve the door's configuration: {nginx.communicate()[0]}{error_log}")
             time.sleep(0.1)
     context = ssl.create_default_context(cafile=str(config / "tls" / "door.crt"))
-    yield f"127.0.0.1:{port}", context, f"127.0.0.1:{ui_port}"
+    yield f"127.0.0.1:{port}", context, f"127.0.0.1:{ui_port}", logs / "door.access.log"
     nginx.terminate()
     nginx.wait(timeout=10)
     server.shutdown()
@@ -241,6 +241,25 @@ def test_the_door_answers_health_without_a_key_and_routes_a_key_holder_without_p
     assert seen == {"model": "chat", "authorization": None, "path": "/v1/chat/completions", "request_id": seen["request_id"]}
     assert headers["strict-transport-security"].startswith("max-age=")
     assert re.fullmatch(r"[0-9a-f]{32}", seen["request_id"]) and headers["x-request-id"] == seen["request_id"]
+
+
+def test_a_cap_under_the_reasoning_models_floor_goes_through_with_a_caution(door_url: Any) -> None:
+    """Issue 49: Nemotron-3-Nano needs about 10,000 output tokens to reason and call a tool (seed 002 §7.3.1); a
+    request capped lower is served, and the door says why it may come back empty, in its log and to the client."""
+    low = {**CHAT, "max_tokens": 512}
+    status, headers, text = ask(door_url, "POST", "/v1/chat/completions", KEY_A, low)
+    assert status == 200, text
+    caution = headers["x-sparkfleet-caution"]
+    assert caution == "max_tokens 512 is under 10000, what chat needs to reason and then answer or call a tool"
+    # vLLM reads max_completion_tokens first: a high one is no caution, a low one is.
+    for body, cautioned in (({**low, "max_completion_tokens": 16384}, False), ({**CHAT, "max_tokens": 10000}, False),
+                            ({**CHAT, "max_completion_tokens": 9999}, True), (CHAT, False)):  # fmt: skip
+        status, headers, text = ask(door_url, "POST", "/v1/chat/completions", KEY_A, body)
+        assert status == 200 and ("x-sparkfleet-caution" in headers) is cautioned, (body, headers)
+    logged = [json.loads(line) for line in door_url[3].read_text().splitlines()]
+    capped = [entry for entry in logged if entry["caution"]]
+    assert [entry["caution"].split(" is under")[0] for entry in capped[-2:]] == ["max_tokens 512", "max_tokens 9999"]
+    assert all(entry["model"] == "chat" and entry["status"] == 200 for entry in capped)
 
 
 def test_upstream_gets_the_path_the_door_matched_and_the_doors_own_request_id(door_url: Any) -> None:

@@ -23,17 +23,39 @@ const source = fs.readFileSync(process.argv[1], 'utf8').replace(/export default/
 const m = {exports: {}};
 new Function('module', 'require', source)(m, require);
 const bodies = JSON.parse(fs.readFileSync(0, 'utf8'));
-process.stdout.write(JSON.stringify(bodies.map((b) => m.exports.topLevelModel(b))));
+process.stdout.write(JSON.stringify(bodies.map((b) => [m.exports.topLevelModel(b), m.exports.topLevelCap(b)])));
 """
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node runs the door's njs router here")
 
 
-def scan(bodies: list[str]) -> list[str | None]:
+def scan_both(bodies: list[str]) -> list[tuple[Any, int | None]]:
+    """The router's (model, output cap) of each body."""
     done = subprocess.run(
         ["node", "-e", RUNNER, str(ROUTER)], input=json.dumps(bodies), capture_output=True, text=True, check=True
     )
-    return list(json.loads(done.stdout))
+    return [(model, cap) for model, cap in json.loads(done.stdout)]
+
+
+def scan(bodies: list[str]) -> list[Any]:
+    return [model for model, _ in scan_both(bodies)]
+
+
+def expected_cap(body: str) -> int | None:
+    """The output cap vLLM reads (max_completion_tokens, else max_tokens), where it is a whole number the router
+    holds against a floor: 0 to 15 digits, no fraction or exponent."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict):
+        return None
+
+    def whole(value: object) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**15 else None
+
+    cap = whole(parsed.get("max_completion_tokens"))
+    return cap if cap is not None else whole(parsed.get("max_tokens"))
 
 
 def expected(body: str) -> str | None:
@@ -76,6 +98,37 @@ def test_the_router_agrees_with_json_loads_on_hand_made_bodies() -> None:
     assert scan(CASES) == [expected(body) for body in CASES]
 
 
+CAP_CASES = [
+    '{"model": "m", "max_tokens": 100}',
+    '{"max_tokens": 100, "max_completion_tokens": 20000, "model": "m"}',
+    '{"max_completion_tokens": null, "max_tokens": 7}',
+    '{"max_tokens": 5.0}',
+    '{"max_tokens": 5e3}',
+    '{"max_tokens": 1E2}',
+    '{"max_tokens": -3}',
+    '{"max_tokens": "100"}',
+    '{"max_tokens": true}',
+    '{"max_tokens": [1]}',
+    '{"max_tokens": {"n": 1}}',
+    '{"max_tokens": 1, "max_tokens": 2}',
+    '{"max_tokens": 2, "max_tokens": null}',
+    '{"max_t\\u006fkens": 64}',
+    '{"messages": [{"max_tokens": 1}], "max_tokens": 4096}',
+    '{"max_tokens":12}',
+    '{"max_tokens" :  12 , "x": 1}',
+    '{"max_tokens": 999999999999999}',
+    '{"max_tokens": 1000000000000000}',
+    '{"max_tokens": ' + "9" * 100_000 + "}",
+    '{"max_tokens": 12} trailing',
+    '{"max_tokens": 12',
+]
+
+
+def test_the_output_cap_is_what_vllm_reads() -> None:
+    """Issue 49: the cap the door holds against a reasoning model's floor is the one vLLM will apply."""
+    assert [cap for _, cap in scan_both(CAP_CASES)] == [expected_cap(body) for body in CAP_CASES]
+
+
 def test_a_model_name_longer_than_any_served_is_neither_decoded_nor_echoed() -> None:
     # The router marks it (an empty object here) and answers 404 without the name.
     assert scan(['{"model": "' + "x" * 2000 + '"}', '{"model": "' + "x" * 1000 + '"}']) == [{}, "x" * 1000]
@@ -100,7 +153,11 @@ json_values = st.recursive(
 @given(
     st.lists(
         st.dictionaries(
-            st.sampled_from(["model", "messages", "prompt", "x", "mode", "models", "\u006d"]), json_values, max_size=5
+            st.sampled_from(
+                ["model", "messages", "prompt", "x", "mode", "models", "\u006d", "max_tokens", "max_completion_tokens"]
+            ),
+            json_values,
+            max_size=5,
         ),
         min_size=1,
         max_size=60,
@@ -109,5 +166,5 @@ json_values = st.recursive(
 def test_the_router_agrees_with_json_loads_on_generated_bodies(objects: list[dict[str, Any]]) -> None:
     bodies = [json.dumps(o, separators=(",", ":") if i % 2 else (", ", ": ")) for i, o in enumerate(objects)]
     # A key spelled with escapes is the key json.loads reads: the router must decode it the same way.
-    bodies += [b.replace('"model"', '"m\\u006fd\\u0065l"') for b in bodies]
-    assert scan(bodies) == [expected(body) for body in bodies]
+    bodies += [b.replace('"model"', '"m\\u006fd\\u0065l"').replace('"max_tokens"', '"max_t\\u006fkens"') for b in bodies]
+    assert scan_both(bodies) == [(expected(body), expected_cap(body)) for body in bodies]

@@ -145,6 +145,9 @@ class DoorRoute(Strict):
     on_demand: bool = False
     # The largest body the door forwards to it: its plan's max_request_mib, under the door's cap.
     max_body_mib: int = 32
+    # A reasoning model's floor for a request's output cap (its plan's min_max_tokens): the door cautions a request
+    # under it (its log, X-Sparkfleet-Caution) and lets it through; None for a model that answers at once.
+    min_max_tokens: int | None = None
 
 
 class Switched(Strict):
@@ -317,6 +320,7 @@ def door_routes(host_plan: HostPlan, settings: DoorSettings) -> list[DoorRoute]:
                 max_model_len=served.max_model_len,
                 on_demand=name in host_plan.on_demand,
                 max_body_mib=min(served.max_request_mib, settings.limits.max_body_mib or served.max_request_mib),
+                min_max_tokens=served.min_max_tokens,
             )
         )
     return routes

@@ -25,10 +25,20 @@ function fail(r, status, message, code, param) {
 // is ASCII: UTF-8 text inside strings never looks like it), skips strings whole with indexOf, tracks depth,
 // compares top-level keys byte by byte (escapes decoded in place), and only remembers where the last
 // top-level model's value lies; that one value is decoded at the end, as in vLLM's json.loads (the last
-// "model" wins). It runs in slices so that a long body does not hold the worker from other requests.
+// "model" wins). The output caps are read as their digits pass. It runs in slices so that a long body does not
+// hold the worker from other requests.
 var QUOTE = 0x22, BACKSLASH = 0x5c, OPEN = 0x7b, CLOSE = 0x7d, OPEN_LIST = 0x5b, CLOSE_LIST = 0x5d;
 var COLON = 0x3a, COMMA = 0x2c, SLICE_STEPS = 16384, LONGEST_MODEL_BYTES = 1024;
+// The top-level keys the scan reads: the model it routes by, and the output caps it holds against the model's
+// floor (a reasoning model's trace spends max_tokens before its answer). vLLM reads max_completion_tokens
+// before max_tokens.
 var MODEL = [0x6d, 0x6f, 0x64, 0x65, 0x6c];
+var MAX_TOKENS = [0x6d, 0x61, 0x78, 0x5f, 0x74, 0x6f, 0x6b, 0x65, 0x6e, 0x73];
+var MAX_COMPLETION_TOKENS = [
+    0x6d, 0x61, 0x78, 0x5f, 0x63, 0x6f, 0x6d, 0x70, 0x6c, 0x65, 0x74, 0x69, 0x6f, 0x6e, 0x5f, 0x74, 0x6f, 0x6b, 0x65, 0x6e, 0x73];
+var KEY_OTHER = 0, KEY_MODEL = 1, KEY_MAX_TOKENS = 2, KEY_MAX_COMPLETION_TOKENS = 3;
+// A cap is read as an integer of at most this many digits (beyond it, no floor is in question).
+var LONGEST_CAP_DIGITS = 15;
 
 // A model value longer than any served name: routed nowhere, and never decoded or echoed.
 var TOO_LONG = {};
@@ -39,9 +49,10 @@ function scanState(body) {
     while (i < n && (buf[i] === 0x20 || buf[i] === 0x09 || buf[i] === 0x0a || buf[i] === 0x0d)) {
         i++;
     }
-    // done: null (not a JSON object), true (scanned); valueAt/valueEnd: the last model's string, or -1.
-    return {buf: buf, n: n, i: i, depth: 0, keyIsModel: false, expectValue: false, valueAt: -1, valueEnd: -1,
-        done: i < n && buf[i] === OPEN ? false : null};
+    // done: null (not a JSON object), true (scanned); valueAt/valueEnd: the last model's string, or -1;
+    // caps: the last max_tokens and max_completion_tokens, each a non-negative integer or null.
+    return {buf: buf, n: n, i: i, depth: 0, key: KEY_OTHER, expectValue: false, valueAt: -1, valueEnd: -1,
+        caps: [null, null], done: i < n && buf[i] === OPEN ? false : null};
 }
 
 // A hex digit's value, or a value no letter of "model" can reach.
@@ -58,22 +69,24 @@ function hexValue(c) {
     return 65536;
 }
 
-// Whether the key between the quotes at..end (exclusive) reads "model" once its escapes are decoded.
-function isModelKey(buf, at, end) {
-    var i = at, k = 0, code, c;
-    if (end - at === 5) {
-        return buf[at] === MODEL[0] && buf[at + 1] === MODEL[1] && buf[at + 2] === MODEL[2]
-            && buf[at + 3] === MODEL[3] && buf[at + 4] === MODEL[4];
+// Whether the key between the quotes at..end (exclusive) reads `word` once its escapes are decoded.
+function isKey(buf, at, end, word) {
+    var i = at, k = 0, code, c, length = word.length;
+    if (end - at === length) {
+        while (k < length && buf[at + k] === word[k]) {
+            k++;
+        }
+        return k === length;
     }
-    // The longest spelling is five \uXXXX escapes.
-    if (end - at > 30) {
+    // The longest spelling is every character a \uXXXX escape.
+    if (end - at > length * 6 || end - at < length) {
         return false;
     }
     while (i < end) {
         c = buf[i];
         if (c === BACKSLASH) {
             if (buf[i + 1] !== 0x75 || i + 6 > end) {
-                return false;  // \n, \t and the like are none of m, o, d, e, l
+                return false;  // \n, \t and the like are in no key the scan reads
             }
             code = hexValue(buf[i + 2]) * 4096 + hexValue(buf[i + 3]) * 256 + hexValue(buf[i + 4]) * 16
                 + hexValue(buf[i + 5]);
@@ -82,19 +95,48 @@ function isModelKey(buf, at, end) {
             code = c;
             i++;
         }
-        if (k >= 5 || code !== MODEL[k]) {
+        if (k >= length || code !== word[k]) {
             return false;
         }
         k++;
     }
-    return k === 5;
+    return k === length;
+}
+
+// Which of the keys the scan reads the key at..end is.
+function keyKind(buf, at, end) {
+    var c = buf[at];
+    if (c !== 0x6d && c !== BACKSLASH) {
+        return KEY_OTHER;  // every key read starts with m
+    }
+    if (isKey(buf, at, end, MODEL)) {
+        return KEY_MODEL;
+    }
+    if (isKey(buf, at, end, MAX_TOKENS)) {
+        return KEY_MAX_TOKENS;
+    }
+    return isKey(buf, at, end, MAX_COMPLETION_TOKENS) ? KEY_MAX_COMPLETION_TOKENS : KEY_OTHER;
+}
+
+// A cap's value starting at i: a non-negative integer, or null for anything else (a float, a string, null);
+// returns where the number's bytes end, or i for a value the main loop walks itself.
+function readCap(st, i) {
+    var buf = st.buf, j = i, value = 0;
+    // Bounded: a longer run of digits is walked by the main loop, a step a byte, in its slices.
+    while (j < st.n && j - i <= LONGEST_CAP_DIGITS && buf[j] >= 0x30 && buf[j] <= 0x39) {
+        value = value * 10 + (buf[j] - 0x30);
+        j++;
+    }
+    var whole = j > i && j - i <= LONGEST_CAP_DIGITS && buf[j] !== 0x2e && buf[j] !== 0x65 && buf[j] !== 0x45;
+    st.caps[st.key - KEY_MAX_TOKENS] = whole ? value : null;
+    return j > i ? j : i;
 }
 
 // Takes up to `steps` more steps (a byte, or a whole string); returns false while bytes remain, else sets
 // st.done (true or null).
 function scanSlice(st, steps) {
-    var buf = st.buf, n = st.n, i = st.i, depth = st.depth, keyIsModel = st.keyIsModel;
-    var expectValue = st.expectValue, taken = 0, c, at, end, slashes;
+    var buf = st.buf, n = st.n, i = st.i, depth = st.depth, key = st.key;
+    var expectValue = st.expectValue, taken = 0, c, at, end, slashes, next;
     while (i < n && taken < steps) {
         taken++;
         c = buf[i];
@@ -118,36 +160,48 @@ function scanSlice(st, steps) {
             }
             if (depth === 1) {
                 if (!expectValue) {
-                    keyIsModel = isModelKey(buf, at + 1, end);
+                    key = keyKind(buf, at + 1, end);
                 } else {
-                    if (keyIsModel) {
+                    if (key === KEY_MODEL) {
                         st.valueAt = at;
                         st.valueEnd = end;
+                    } else if (key !== KEY_OTHER) {
+                        st.caps[key - KEY_MAX_TOKENS] = null;  // a cap that is a string
                     }
                     expectValue = false;
-                    keyIsModel = false;
+                    key = KEY_OTHER;
                 }
             }
             i = end;
         } else if (depth === 1 && c === COLON) {
             expectValue = true;
         } else if (depth === 1 && c === COMMA) {
-            if (expectValue && keyIsModel) {
+            if (expectValue && key === KEY_MODEL) {
                 st.valueAt = -1;  // a model that is not a string
             }
             expectValue = false;
-            keyIsModel = false;
+            key = KEY_OTHER;
         } else if (c === OPEN || c === OPEN_LIST) {
             if (depth === 1) {
-                if (expectValue && keyIsModel) {
+                if (expectValue && key === KEY_MODEL) {
                     st.valueAt = -1;
+                } else if (expectValue && key !== KEY_OTHER) {
+                    st.caps[key - KEY_MAX_TOKENS] = null;
                 }
                 expectValue = false;
-                keyIsModel = false;
+                key = KEY_OTHER;
             }
             depth++;
+        } else if (depth === 1 && expectValue && key >= KEY_MAX_TOKENS && c !== 0x20 && c !== 0x09 && c !== 0x0a
+            && c !== 0x0d) {
+            // A cap's value (a number, true, false or null): read it whole, then the member ends.
+            st.key = key;
+            next = readCap(st, i);
+            expectValue = false;
+            key = KEY_OTHER;
+            i = next > i ? next - 1 : i;
         } else if (c === CLOSE || c === CLOSE_LIST) {
-            if (depth === 1 && expectValue && keyIsModel) {
+            if (depth === 1 && expectValue && key === KEY_MODEL) {
                 st.valueAt = -1;  // the last member: a model that is not a string
             }
             depth--;
@@ -164,7 +218,7 @@ function scanSlice(st, steps) {
     }
     st.i = i;
     st.depth = depth;
-    st.keyIsModel = keyIsModel;
+    st.key = key;
     st.expectValue = expectValue;
     if (i >= n) {
         st.done = null;  // the object never closed
@@ -192,28 +246,56 @@ function scanResult(st) {
     }
 }
 
-function topLevelModel(body) {
+// The request's output cap as vLLM reads it: max_completion_tokens, else max_tokens; null when neither is a
+// non-negative integer (or the body is not a JSON object).
+function scanCap(st) {
+    if (st.done !== true) {
+        return null;
+    }
+    return st.caps[1] !== null ? st.caps[1] : st.caps[0];
+}
+
+function scanWhole(body) {
     var st = scanState(body);
     if (st.done === false) {
         scanSlice(st, st.n);
     }
-    return scanResult(st);
+    return st;
+}
+
+function topLevelModel(body) {
+    return scanResult(scanWhole(body));
+}
+
+function topLevelCap(body) {
+    return scanCap(scanWhole(body));
 }
 
 // The same scan, handing the worker back to nginx's event loop between slices: a slice of 16,384 steps takes
 // about 1.5 ms (CPU sandbox), so 8 worst-case bodies in flight delay another request by about 12 ms, where a
 // scan in one go held it up to a second. The timer waits 1 ms: nginx runs a timer of 0 in the same pass that
 // set it, without looking at connections in between.
-async function topLevelModelYielding(body) {
+async function scanYielding(body) {
     var st = scanState(body);
     while (st.done === false && !scanSlice(st, SLICE_STEPS)) {
         await new Promise((resolve) => setTimeout(resolve, 1));
     }
-    return scanResult(st);
+    return st;
+}
+
+// A reasoning model's request capped under its floor still goes through: its trace would spend the cap and
+// leave no answer or tool call, so the door says so in its log and to the client (X-Sparkfleet-Caution).
+function cautionOnCap(r, model, cap) {
+    const floor = Number(r.variables.sf_min_max_tokens);
+    if (floor > 0 && cap !== null && cap < floor) {
+        r.variables.sf_caution = 'max_tokens ' + cap + ' is under ' + floor + ', what ' + model
+            + ' needs to reason and then answer or call a tool';
+    }
 }
 
 async function route(r) {
-    const model = await topLevelModelYielding(r.requestBuffer || Buffer.alloc(0));
+    const scanned = await scanYielding(r.requestBuffer || Buffer.alloc(0));
+    const model = scanResult(scanned);
     if (model === null) {
         return fail(r, 400, 'The request body is not a JSON object (or is larger than the door buffers).', 'invalid_json');
     }
@@ -240,6 +322,7 @@ async function route(r) {
         return fail(r, 413, 'The request body (' + size + ' bytes) is larger than the ' + (limit / 1048576)
             + ' MiB the model `' + model + '` takes.', 'request_too_large');
     }
+    cautionOnCap(r, model, scanCap(scanned));
     if (r.variables.sf_on_demand === '1') {
         // A stopped on-demand instance is started by the activator; the request waits until it serves.
         const reply = await r.subrequest('/_sparkfleet/activate/' + r.variables.sf_instance);
@@ -274,4 +357,4 @@ async function health(r) {
     r.return(ok ? 200 : 503, ok ? 'ok\n' : 'not ok\n');
 }
 
-export default {keyDigest, route, health, topLevelModel};
+export default {keyDigest, route, health, topLevelModel, topLevelCap};
