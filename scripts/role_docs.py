@@ -1,4 +1,5 @@
-"""Render each role's README.md from its meta/argument_specs.yml (one source: the spec Ansible validates with).
+"""Render each role's README.md from its meta/argument_specs.yml (one source: the spec Ansible validates with), and
+the intent's options in vllm_serve's spec from the planner's Intent (one source: the model the planner validates with).
 
 Run: uv run python scripts/role_docs.py          (writes roles/*/README.md)
      uv run python scripts/role_docs.py --check  (exits 1 naming each README that is not what its spec says)
@@ -100,6 +101,59 @@ def intent_table() -> list[str]:
 
 # The role whose instances take an intent: its README lists the keys (scripts/role_docs.py renders them).
 INTENT_ROLE = "vllm_serve"
+# The intent's options in that role's argument spec are generated from Intent between these lines.
+SPEC_BEGIN = "# BEGIN the intent's options, generated from sparkfleet.models.Intent by scripts/role_docs.py"
+SPEC_END = "# END the intent's options"
+_ANSIBLE_TYPES = {"integer": "int", "number": "float", "boolean": "bool", "string": "str", "object": "dict"}
+
+
+def ansible_option(schema: dict[str, Any], defs: dict[str, Any], description: str | None = None) -> dict[str, Any]:
+    """One Intent field as an argument spec option: its type, choices and nested options as Ansible validates them.
+    A nullable field is never required (Ansible reads null as absent); a union of kinds is raw."""
+    option: dict[str, Any] = {"description": description or schema.get("description") or schema.get("title", "")}
+    kinds = [s for s in schema.get("anyOf", [schema]) if s.get("type") != "null"]
+    target = kinds[0] if len(kinds) == 1 else None
+    if target is not None and "$ref" in target:
+        target = defs[target["$ref"].rsplit("/", 1)[-1]]
+    if target is None:
+        option["type"] = "raw"
+    else:
+        option["type"] = _ANSIBLE_TYPES[target["type"]]
+        if "enum" in target:
+            option["choices"] = list(target["enum"])
+        if "properties" in target:
+            required = set(target.get("required", []))
+            option["options"] = {
+                name: ansible_option(field, defs, description=field.get("description") or name.replace("_", " "))
+                | ({"required": True} if name in required and "anyOf" not in field else {})
+                for name, field in target["properties"].items()
+            }
+    if schema.get("default") is not None:
+        option["default"] = schema["default"]
+    return option
+
+
+def intent_options() -> dict[str, Any]:
+    schema = Intent.model_json_schema()
+    defs = schema.get("$defs", {})
+    return {name: ansible_option(field, defs) for name, field in schema["properties"].items()}
+
+
+class _IndentedLists(yaml.SafeDumper):
+    """yamllint's indentation: a list under a key is indented."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+def spec_with_intent(text: str) -> str:
+    """The role's argument spec text with its generated block made anew from Intent (indented where it stands)."""
+    begin, end = text.index(SPEC_BEGIN), text.index(SPEC_END)
+    line_start = text.rindex("\n", 0, begin) + 1
+    indent = text[line_start:begin]
+    body = yaml.dump(intent_options(), Dumper=_IndentedLists, sort_keys=False, width=110, allow_unicode=True)
+    block = "".join(f"{indent}{line}\n" if line else "\n" for line in body.splitlines())
+    return text[:begin] + SPEC_BEGIN + "\n" + block + indent + text[end:]
 
 
 def render(role: Path) -> str:
@@ -141,6 +195,13 @@ def render(role: Path) -> str:
 
 def main() -> int:
     stale = []
+    spec = ROLES / INTENT_ROLE / "meta" / "argument_specs.yml"
+    current = spec.read_text(encoding="utf-8")
+    if spec_with_intent(current) != current:
+        if "--check" in sys.argv[1:]:
+            stale.append(str(spec.relative_to(ROOT)))
+        else:
+            spec.write_text(spec_with_intent(current), encoding="utf-8")
     for role in sorted(p for p in ROLES.iterdir() if (p / "meta" / "argument_specs.yml").exists()):
         readme, text = role / "README.md", render(role)
         if "--check" in sys.argv[1:]:
@@ -149,7 +210,7 @@ def main() -> int:
         else:
             readme.write_text(text, encoding="utf-8")
     if stale:
-        print(f"not what the argument specs say (run scripts/role_docs.py): {', '.join(stale)}", file=sys.stderr)
+        print(f"not what the argument specs and Intent say (run scripts/role_docs.py): {', '.join(stale)}", file=sys.stderr)
     return 1 if stale else 0
 
 

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
+import sys
 from enum import Enum
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from sparkfleet.models import Intent
 from sparkfleet.planargs import (
@@ -18,6 +23,9 @@ from sparkfleet.planargs import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "unit" / "plugins"))
+from adhoc import run_module  # noqa: E402 - the plugin tests' runner
+
 _spec = importlib.util.spec_from_file_location("role_docs", ROOT / "scripts" / "role_docs.py")
 assert _spec and _spec.loader
 role_docs = importlib.util.module_from_spec(_spec)
@@ -75,3 +83,70 @@ def test_the_role_docs_list_every_intent_key_with_its_flag() -> None:
     for name, field in Intent.model_fields.items():
         flag = "" if name in NOT_ON_THE_COMMAND_LINE else f"`{intent_flag(name)}`"
         assert f"| `{name}` |" in readme and f"| {flag} | {field.description}" in readme, name
+
+
+def test_the_roles_spec_holds_the_intent_as_intent_says() -> None:
+    """Issue 48: the intent's options in vllm_serve's argument spec are made from Intent (scripts/role_docs.py), each
+    with the field's own description, type, choices and default."""
+    spec = yaml.safe_load((ROOT / "roles" / "vllm_serve" / "meta" / "argument_specs.yml").read_text())
+    instances = spec["argument_specs"]["main"]["options"]["vllm_serve_instances"]
+    intent = instances["options"]["intent"]["options"]
+    assert intent == role_docs.intent_options()
+    assert list(intent) == list(Intent.model_fields)
+    for name, field in Intent.model_fields.items():
+        assert intent[name]["description"] == field.description, name
+    assert intent["profile"]["choices"] == ["interactive", "throughput", "memory-saver"]
+    assert intent["trust_remote_code"]["type"] == "raw"  # true, false or a reviewed revision
+    assert set(intent["answer_check"]["options"]) == {"question", "answer"}
+    assert "required" not in intent["answer_check"]["options"]["answer"]  # null for a base model
+
+
+def _instances_of(inventory: Path) -> list[list[dict[str, Any]]]:
+    """Every vllm_serve_instances list an inventory or group_vars file sets."""
+    found: list[list[dict[str, Any]]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "vllm_serve_instances" and isinstance(value, list) and value:
+                    found.append(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(yaml.safe_load(inventory.read_text()))
+    return found
+
+
+def test_ansibles_validation_takes_every_instance_the_tests_and_docs_serve_and_refuses_a_misspelt_intent() -> None:
+    """The role's spec runs before the planner: it must take every instance the scenarios and the sandbox serve
+    (none refused by Ansible that the planner would take), and name a bad key or choice itself."""
+    spec = yaml.safe_load((ROOT / "roles" / "vllm_serve" / "meta" / "argument_specs.yml").read_text())
+    options = {"vllm_serve_instances": spec["argument_specs"]["main"]["options"]["vllm_serve_instances"]}
+    inventories = [
+        ROOT / "inventories" / "sandbox" / "group_vars" / "sparks.yml",
+        ROOT / "extensions" / "molecule" / "inventory" / "group_vars" / "sparks.yml",
+        ROOT / "extensions" / "molecule" / "fleet" / "inventory" / "hosts.yml",
+        ROOT / "extensions" / "molecule" / "cluster" / "inventory" / "hosts.yml",
+    ]
+    served = [instances for inventory in inventories for instances in _instances_of(inventory)]
+    assert len(served) >= 4
+    for instances in served:
+        done = run_module(
+            "ansible.builtin.validate_argument_spec",
+            {"argument_spec": options, "provided_arguments": {"vllm_serve_instances": instances}},
+            # What the inventories template their keys from.
+            "--extra-vars",
+            json.dumps({"sandbox_api_key": "k" * 32}),
+        )
+        assert not done.get("failed"), (instances, done.get("msg"))
+    tiny = {"name": "tiny", "model": "sandbox/tiny-llama", "intent": {"max_context": 512, "profile": "interactiv"}}
+    refused = run_module(
+        "ansible.builtin.validate_argument_spec",
+        {"argument_spec": options, "provided_arguments": {"vllm_serve_instances": [tiny, {**tiny, "on_demnad": True}]}},
+    )
+    assert refused.get("failed")
+    said = json.dumps(refused.get("argument_errors"))
+    assert "profile" in said and "interactiv" in said and "on_demnad" in said

@@ -70,3 +70,17 @@ def test_functions_are_short_and_the_long_ones_only_shrink() -> None:
     assert too_long == {}, f"over {MAX_FUNCTION_LINES} lines (or longer than listed): {too_long}"
     shortened = {name for name, limit in LONG_FUNCTIONS.items() if lengths.get(name, 0) <= MAX_FUNCTION_LINES}
     assert shortened == set(), f"now within {MAX_FUNCTION_LINES} lines: take them off LONG_FUNCTIONS: {shortened}"
+
+
+ROLES = LIBRARY.parents[1] / "roles"
+
+
+def test_role_tasks_hold_no_jinja_programs() -> None:
+    """Issue 48: a role's tasks are declarations; a loop, a branch or an accumulator in Jinja ({% ... %}) is a
+    program, which belongs in the library where it is tested (a template of the role may hold them)."""
+    programs = {
+        str(path.relative_to(ROLES)): text.count("{%")
+        for path in sorted([*ROLES.glob("*/tasks/*.yml"), *ROLES.glob("*/handlers/*.yml")])
+        if "{%" in (text := path.read_text())
+    }
+    assert programs == {}, f"Jinja statements in role tasks: {programs}"

@@ -244,6 +244,47 @@ def scraped_host(raw: Any, name: str) -> ScrapedHost:
     )
 
 
+# What the monitoring view reads of each inventory host's variables; of its instances, only where they listen (an
+# instance's key never enters the monitoring facts).
+FLEET_VARIABLES = (
+    "monitoring_server",
+    "monitoring_scrape_address",
+    "monitoring_node_exporter",
+    "ansible_host",
+    "vllm_serve_instances",
+)
+SCRAPED_INSTANCE_KEYS = ("name", "host", "port", "on_demand")
+
+
+def monitoring_fleet(  # noqa: PLR0917 - the filter's positional arguments
+    hosts: Any, me: str, local: Any, others: Any, sockets: Any, door_port: Any, door_address: Any
+) -> dict[str, dict[str, Any]]:
+    """Each inventory host as the Prometheus that scrapes it sees it: this host (`me`) from its own variables
+    (`local`), every other from its hostvars (`others`: per variable of FLEET_VARIABLES, one value per host of
+    `hosts`, None where unset). This host's instances on sockets behind its door (`sockets`) are scraped through
+    the door at `door_address`:`door_port`."""
+    hosts, local, others = [str(h) for h in plain(hosts)], plain(local) or {}, plain(others) or {}
+    on_socket = {str(name) for name in plain(sockets) or []}
+    fleet: dict[str, dict[str, Any]] = {}
+    for index, host in enumerate(hosts):
+        mine = host == me
+        given = local if mine else {name: (others.get(name) or [None] * len(hosts))[index] for name in FLEET_VARIABLES}
+        instances = []
+        for item in given.get("vllm_serve_instances") or []:
+            kept = {key: item[key] for key in SCRAPED_INSTANCE_KEYS if isinstance(item, dict) and key in item}
+            instances.append(kept | {"socket": mine and kept.get("name") in on_socket})
+        address = given.get("monitoring_scrape_address")
+        fleet[host] = {
+            "server": host if given.get("monitoring_server") is None else given["monitoring_server"],
+            "address": address if address is not None else (given.get("ansible_host") or host),
+            "node_exporter": True if given.get("monitoring_node_exporter") is None else given["monitoring_node_exporter"],
+            "instances": instances,
+            "door_port": int(door_port) if mine and on_socket else None,
+            "door_address": door_address if mine else None,
+        }
+    return fleet
+
+
 def fleet_targets(fleet: Any, server: str, node_port: int) -> dict[str, list[dict[str, Any]]]:
     fleet = plain(fleet)
     if not isinstance(fleet, dict):

@@ -8,6 +8,7 @@ an AnsibleFilterError named after the filter; every decision lives here, where i
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -237,3 +238,88 @@ def unstaged_refusal(  # noqa: PLR0917 - a filter's arguments are positional in 
 
 def webui_plan(settings: Any, host_plan: Any, door: Any, root: Any) -> dict[str, Any]:
     return webui.webui_plan_from(settings, host_plan, door, str(root)).model_dump(mode="json")
+
+
+def monitoring_fleet(  # noqa: PLR0917 - a filter's arguments are positional in Jinja
+    hosts: Any, me: Any, local: Any, others: Any, sockets: Any, door_port: Any, door_address: Any
+) -> dict[str, dict[str, Any]]:
+    """Each inventory host as the Prometheus that scrapes it sees it (sparkfleet.boundary.adapters.monitoring_fleet)."""
+    return adapters.monitoring_fleet(hosts, str(me), local, others, sockets, door_port, door_address)
+
+
+# How a number looks when given as text: its typed spelling is the same digits.
+_NUMBER_TEXT = re.compile(r"^-?[0-9]+([.][0-9]+)?$")
+_TYPE_WORDS = {"bool": "a boolean", "int": "an integer", "float": "a number"}
+UNDEFINED = "__undefined__"
+
+
+def settings_as_text(options: Any, values: Any) -> list[str]:
+    """The role options of a typed kind (role_options' {name, type}) whose value (`values`, in the same order; the
+    text __undefined__ where unset) is text, each with how to pass it typed. A role's argument spec accepts the text
+    "false" for a boolean without converting it, and Jinja then reads it as true."""
+    found = []
+    for option, value in zip(options or [], values or [], strict=True):
+        if not isinstance(value, str) or value == UNDEFINED:
+            continue
+        name, kind = str(option["name"]), str(option["type"])
+        if kind == "bool":
+            typed = json.dumps(value.lower() in ("true", "yes", "on", "y", "1"))
+        else:
+            typed = value.strip() if _NUMBER_TEXT.match(value.strip()) else "NUMBER"
+        found.append(
+            f"{name}: {json.dumps(value)} is text where {_TYPE_WORDS[kind]} is expected; pass it typed: "
+            f"-e '{{\"{name}\": {typed}}}'"
+        )
+    return found
+
+
+_UNIT_NAME = re.compile(r"^[A-Za-z0-9@._:-]+[.](service|slice|scope|socket|timer)$")
+
+
+def unit_dropins(items: Any, template: Any, filename: Any, variable: Any) -> dict[str, list[dict[str, Any]]]:
+    """A drop-in of each item's systemd unit (item["unit"]) for the files module: its directory, and a templates
+    entry rendering `template` with the item as `variable` into <unit>.d/<filename>."""
+    if not re.fullmatch(r"[0-9]{2}-[a-z0-9-]+[.]conf", str(filename)):
+        raise ValueError(f"{filename!r} is not a drop-in file name such as 90-sparkfleet-memory.conf")
+    directories, templates = [], []
+    for item in items or []:
+        unit = str(item.get("unit", "")) if isinstance(item, dict) else ""
+        if not _UNIT_NAME.fullmatch(unit):
+            raise ValueError(f"{unit!r} is not a systemd unit name")
+        directory = f"/etc/systemd/system/{unit}.d"
+        directories.append({"path": directory, "owner": "root", "group": "root", "mode": "0755"})
+        templates.append(
+            {"src": str(template), "dest": f"{directory}/{filename}", "vars": {str(variable): item}}
+            | {"owner": "root", "group": "root", "mode": "0644"}
+        )
+    return {"directories": directories, "templates": templates}
+
+
+def patch_inputs(patches: Any, sha256s: Any) -> list[dict[str, Any]]:
+    """vllm_install_patches as the install recipe takes them: each with its defaults and its content's sha256 (read
+    on the controller, in the same order), which makes the patch part of the release id."""
+    out = []
+    for index, (item, sha256) in enumerate(zip(patches or [], sha256s or [], strict=True)):
+        if not isinstance(item, dict) or not isinstance(item.get("src"), str):
+            raise ValueError(f"vllm_install_patches[{index}]: each patch needs src (a file on the controller)")
+        out.append(
+            {
+                "name": item.get("name") or item["src"].rsplit("/", 1)[-1],
+                "kind": item.get("kind", "patch"),
+                "target": item.get("target", "."),
+                "strip": item.get("strip", 1),
+                "sha256": str(sha256),
+            }
+        )
+    return out
+
+
+def argv_refusals(lines: Any, version: Any) -> str:
+    """What the release's own parser refused (sparkfleet_argv_check.py's JSON lines), one sentence per instance."""
+    refused = [json.loads(line) for line in lines or [] if str(line).startswith("{")]
+    return " ".join(
+        f"vllm_serve_instances ({r['name']}): the release at {r['release']} (vLLM {version}) refuses the planned argv: "
+        f"{r['error']}."
+        for r in refused
+        if not r.get("ok")
+    )
