@@ -222,11 +222,30 @@ def test_each_model_takes_bodies_sized_to_its_context_and_nginx_memory_follows()
     result = door(plan, clients=[{"name": "alice", "key": KEY_A}], metrics_key=KEY_B)
     assert {r["instance"]: r["max_body_mib"] for r in result["routes"]} == {"big": 9, "coder": 2}  # type: ignore[union-attr]
     assert result["max_body_mib"] == 9
-    # Two keys (alice and the metrics key) x 32 requests x 9 MiB, 2.5 bodies each (measured), + nginx itself.
-    assert result["memory_max_mib"] == NGINX_BASE_MIB + 2 * 32 * 9 * 5 // 2
-    assert "MemoryMax" in result["memory_max_reason"]  # type: ignore[operator]
+    # A body over every model's text (2 MiB) takes the host-wide large-body lane (2 requests): two keys (alice and the
+    # metrics key) x 32 requests x 2 MiB + 2 x 9 MiB, 2.5 bodies each (measured), + nginx itself.
+    assert result["large_body_bytes"] == 2 * 1024 * 1024
+    assert result["memory_max_mib"] == NGINX_BASE_MIB + (2 * 32 * 2 + 2 * 9) * 5 // 2
+    assert "MemoryMax" in result["memory_max_reason"] and "large_body_concurrency" in result["memory_max_reason"]  # type: ignore[operator]
     capped = door(plan, clients=[{"name": "alice", "key": KEY_A}], limits={"max_body_mib": 4})
     assert {r["instance"]: r["max_body_mib"] for r in capped["routes"]} == {"big": 4, "coder": 2}  # type: ignore[union-attr]
+    # Text only (no model takes more than its text): no lane, each key's requests at the body limit.
+    text = door(host(("coder", 8000, {"served_name": "coder"})), clients=[{"name": "alice", "key": KEY_A}])
+    assert text["large_body_bytes"] is None and text["memory_max_mib"] == NGINX_BASE_MIB + 32 * 2 * 5 // 2
+
+
+def test_the_omni_model_takes_an_hour_of_audio_and_two_minutes_of_video_in_one_request() -> None:
+    """Issue 49: the door's limit for a model follows the media its card says one request may carry (seed 002
+    §7.3.2); the memory nginx may hold stays bounded by the lane, not by every key's requests at that size."""
+    omni = get_profile("nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-NVFP4")
+    mib, why = max_request_mib(65536, omni.multimodal, media=omni.media)
+    assert mib == 2 + 1 + 316 and "3600 s of 16 kHz mono WAV 146.5 MiB" in why and "120 s of 8 Mbit/s video" in why
+    request = InstanceRequest(name="omni", profile=omni, model_ref=omni.id, intent=Intent(trust_remote_code=True))
+    plan = plan_host(spark(), [request], "vllm_serve_instances", True)
+    assert plan.instances["omni"].max_request_mib == mib and plan.instances["omni"].max_num_batched_tokens == 32768
+    result = door(plan, clients=[{"name": "alice", "key": KEY_A}])
+    assert result["max_body_mib"] == mib and result["large_body_bytes"] == 3 * 1024 * 1024
+    assert result["memory_max_mib"] == NGINX_BASE_MIB + (32 * 3 + 2 * mib) * 5 // 2  # under 2 GiB, not 24
 
 
 def test_a_multimodal_model_takes_room_for_its_images() -> None:

@@ -8,6 +8,9 @@ on the same address.
 
 from __future__ import annotations
 
+import base64
+import concurrent.futures
+import hashlib
 import http.client
 import http.server
 import json
@@ -25,8 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import spark
 from rendering import TemplateRenderer
-from test_door import KEY_A, door, host
+from test_door import KEY_A, NANO, door
+
+from sparkfleet.catalog import get_profile
+from sparkfleet.models import Intent
+from sparkfleet.planning.hostplan import InstanceRequest, plan_host
 
 ROOT = Path(__file__).resolve().parents[2]
 NGINX = ROOT / ".cache" / "nginx"
@@ -71,8 +79,13 @@ class InstanceHandler(http.server.BaseHTTPRequestHandler):
         self.reply(b"")
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        body = json.loads(raw)
+        # A media test holds its request in flight this long, as a long transcription would.
+        time.sleep(float(body.get("hold_s", 0)))
         seen = {"path": self.path, "request_id": self.headers.get("X-Request-Id")}
+        if "hold_s" in body or len(raw) > 1024 * 1024:
+            seen |= {"sha256": hashlib.sha256(raw).hexdigest(), "bytes": len(raw)}
         self.reply(json.dumps({"model": body["model"], "authorization": self.headers.get("Authorization"), **seen}).encode())
 
 
@@ -137,9 +150,20 @@ def door_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ss
         "header_timeout_s": HEADER_TIMEOUT_S,
         "webui_burst": UI_BURST,
         "webui_per_minute": 1,
+        "large_body_concurrency": 1,
     }
+    # A text model and an omni model (audio, video, an image a request) behind one door.
+    requests = [
+        InstanceRequest(
+            name=name,
+            profile=get_profile(model),
+            model_ref=model,
+            intent=Intent(trust_remote_code=True, port=port, max_context=8192, concurrency=1, served_name=name),
+        )
+        for name, model, port in (("chat", NANO, 8000), ("omni", OMNI, 8001))
+    ]
     plan: dict[str, Any] = door(
-        host(("chat", 8000, {"served_name": "chat"})),
+        plan_host(spark(), requests, "vllm_serve_instances", True),
         clients=[{"name": "alice", "key": KEY_A}],
         address="127.0.0.1",
         port=port,
@@ -227,6 +251,44 @@ NOT_FOUND = (
     '{"error":{"message":"No such path on this endpoint.","type":"invalid_request_error","param":null,"code":"not_found"}}\n'
 )
 CHAT = {"model": "chat", "messages": [{"role": "user", "content": "hi"}]}
+OMNI = "nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-NVFP4"
+
+
+def audio_request(model: str, seconds: int, **extra: Any) -> dict[str, Any]:
+    """A chat request with `seconds` of 16 kHz mono 16-bit WAV in it, base64, as OpenAI's input_audio carries it."""
+    samples = bytes(range(256)) * (seconds * 16_000 * 2 // 256)
+    wav = b"RIFF" + (36 + len(samples)).to_bytes(4, "little") + b"WAVEfmt " + bytes(24) + b"data" + samples
+    part = {"type": "input_audio", "input_audio": {"data": base64.b64encode(wav).decode(), "format": "wav"}}
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Transcribe."}, part]}],
+    } | extra
+
+
+def test_an_audio_request_reaches_the_omni_model_intact_and_not_a_text_model(door_url: Any) -> None:
+    """Issue 49: a minute of WAV (2.5 MiB in the body) goes through the door byte for byte to the model that takes
+    audio; the text model's own limit refuses it at the door."""
+    body = audio_request("omni", 60)
+    sent = json.dumps(body).encode()
+    status, _, text = ask(door_url, "POST", "/v1/chat/completions", KEY_A, body)
+    assert status == 200, text
+    seen = json.loads(text)
+    assert (seen["bytes"], seen["sha256"]) == (len(sent), hashlib.sha256(sent).hexdigest())
+    status, _, text = ask(door_url, "POST", "/v1/chat/completions", KEY_A, audio_request("chat", 60))
+    assert status == 413 and "the model `chat` takes" in text, text
+
+
+def test_media_bodies_in_flight_are_bounded_host_wide_and_text_goes_on(door_url: Any) -> None:
+    """nginx buffers a body whole before the router knows its model: one lane (here of 1) bounds the media bodies
+    held at once, whichever key sends them; text requests are not counted in it."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        held = pool.submit(ask, door_url, "POST", "/v1/chat/completions", KEY_A, audio_request("omni", 60, hold_s=3))
+        time.sleep(1.0)
+        status, headers, text = ask(door_url, "POST", "/v1/chat/completions", KEY_A, audio_request("omni", 60))
+        assert status == 429 and "requests carrying media" in text and headers["retry-after"] == "1", text
+        assert ask(door_url, "POST", "/v1/chat/completions", KEY_A, CHAT)[0] == 200
+        assert held.result(timeout=20)[0] == 200
+    assert ask(door_url, "POST", "/v1/chat/completions", KEY_A, audio_request("omni", 60))[0] == 200
 
 
 def test_the_door_answers_health_without_a_key_and_routes_a_key_holder_without_passing_its_key(door_url: Any) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import math
 import re
 from typing import Annotated, Literal
 
@@ -20,6 +19,8 @@ from pydantic import Field, field_validator
 from ..errors import PlanError, from_validation
 from ..models import ServePlan, Strict
 from ..planning.hostplan import RESERVED_PORTS, HostPlan
+from ..planning.requestsize import text_mib
+from .doormemory import NGINX_BASE_MIB, door_memory
 
 # What a client may call, by what the instance serves. Everything else answers 404 (with a key) or 401.
 GENERATE_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/responses")
@@ -69,6 +70,10 @@ class DoorLimits(Strict):
     requests_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 600
     burst: Annotated[int, Field(ge=0, le=100_000)] = 60
     concurrency: Annotated[int, Field(ge=1, le=100_000)] = 32
+    # Requests whose body is larger than any model's text takes (media: audio, video, images), or of a length not
+    # given, in flight at once on the host whatever their key; past it, 429. nginx buffers a body whole before the
+    # router knows its model, so this, not each key's concurrency, bounds what media bodies hold.
+    large_body_concurrency: Annotated[int, Field(ge=1, le=1000)] = 2
     # A cap over every instance's own body limit (its plan's max_request_mib); null: no cap beyond those.
     max_body_mib: Annotated[int, Field(ge=1, le=1024)] | None = None
     # Long generations and streams: the upstream may be silent this long between two bytes.
@@ -145,6 +150,9 @@ class DoorRoute(Strict):
     on_demand: bool = False
     # The largest body the door forwards to it: its plan's max_request_mib, under the door's cap.
     max_body_mib: int = 32
+    # What a text request of its context takes (sparkfleet.planning.requestsize.text_mib), under max_body_mib: a
+    # larger body carries media.
+    text_body_mib: int = 32
     # A reasoning model's floor for a request's output cap (its plan's min_max_tokens): the door cautions a request
     # under it (its log, X-Sparkfleet-Caution) and lets it through; None for a model that answers at once.
     min_max_tokens: int | None = None
@@ -168,22 +176,6 @@ class Activator(Strict):
     budget_gib: float
     wait_s: int
     instances: dict[str, Switched]
-
-
-# nginx itself (master, workers, TLS sessions, zones), before any request body.
-NGINX_BASE_MIB = 256
-
-
-# What one request in flight costs nginx, in bodies: its buffer and njs's copy that the router scans (the scan
-# itself allocates nothing per byte). Measured with benchmarks/door_memory.py's shapes on Debian's nginx 1.22
-# and njs: 2.2 bodies for 2 and 8 MiB bodies of nested arrays, many keys and chat messages alike; 2.5 leaves
-# room for TLS and the proxy's buffers.
-BODY_COPIES_IN_FLIGHT = 2.5
-
-
-def door_memory_mib(clients: int, concurrency: int, max_body_mib: int) -> int:
-    """What nginx may hold: each key's requests in flight at the body limit, at their measured cost."""
-    return NGINX_BASE_MIB + math.ceil(max(clients, 1) * concurrency * max_body_mib * BODY_COPIES_IN_FLIGHT)
 
 
 # TLS 1.2 suites with forward secrecy and an AEAD cipher (Mozilla's "intermediate" list): no CBC and no
@@ -219,6 +211,9 @@ class DoorPlan(Strict):
     metrics_client: str = METRICS_CLIENT
     # What nginx buffers at most (the largest route's limit), and the memory it may hold (MemoryMax).
     max_body_mib: int = 32
+    # A body larger than this (bytes; the largest text body of any route) is in the large-body lane; None: no lane
+    # (no route takes more than its text).
+    large_body_bytes: int | None = None
     memory_max_mib: int = NGINX_BASE_MIB
     memory_max_reason: str = ""
 
@@ -320,6 +315,9 @@ def door_routes(host_plan: HostPlan, settings: DoorSettings) -> list[DoorRoute]:
                 max_model_len=served.max_model_len,
                 on_demand=name in host_plan.on_demand,
                 max_body_mib=min(served.max_request_mib, settings.limits.max_body_mib or served.max_request_mib),
+                text_body_mib=min(
+                    text_mib(served.max_model_len), served.max_request_mib, settings.limits.max_body_mib or 1024
+                ),
                 min_max_tokens=served.min_max_tokens,
             )
         )
@@ -389,12 +387,9 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
     routes = door_routes(host_plan, settings)
     paths = sorted({p for r in routes for p in r.paths})
     max_body = max((r.max_body_mib for r in routes), default=1)
-    memory_max = door_memory_mib(len(settings.clients), settings.limits.concurrency, max_body)
-    memory_why = (
-        f"nginx may hold {memory_max} MiB (MemoryMax: {len(settings.clients)} keys x {settings.limits.concurrency} "
-        f"requests x {max_body} MiB of body x {BODY_COPIES_IN_FLIGHT} (its buffer and the router's copy, "
-        f"measured) + {NGINX_BASE_MIB} MiB for nginx); "
-        "past it the kernel stops the door, never vLLM"
+    text_body = max((r.text_body_mib for r in routes), default=1)
+    memory_max, memory_why = door_memory(
+        len(settings.clients), settings.limits.concurrency, max_body, text_body, settings.limits.large_body_concurrency
     )
     models: dict[str, object] = {
         "object": "list",
@@ -419,6 +414,7 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
         activator=activator,
         webui=settings.webui,
         max_body_mib=max_body,
+        large_body_bytes=text_body * 1024 * 1024 if max_body > text_body else None,
         memory_max_mib=memory_max,
         memory_max_reason=memory_why,
     )

@@ -186,6 +186,15 @@ class ProfileEnv(Strict):
     source: str
 
 
+class MediaLimits(Strict):
+    """What one request of a multimodal model may carry, as the model's card states it (its source in
+    sources['media']): the door's body limit for it follows (sparkfleet.planning.requestsize)."""
+
+    audio_s: Annotated[int, Field(ge=0, le=86_400)] = 0
+    video_s: Annotated[int, Field(ge=0, le=86_400)] = 0
+    images: Annotated[int, Field(ge=0, le=64)] = 0
+
+
 class ProfileArg(Strict):
     flag: str
     value: str | None = None
@@ -249,6 +258,11 @@ class ModelProfile(Strict):
     dtype: Literal["bfloat16", "float16"] = "bfloat16"
     moe: bool = False
     multimodal: bool = False
+    # The media one request may carry, where the card states it; a multimodal model without it gets room for images.
+    media: MediaLimits | None = None
+    # The scheduler's chunk the model's recipe runs (its source in sources['max_num_batched_tokens']), in place of the
+    # profile's default: an encoder's output for a whole video or an hour of audio is scheduled in one chunk.
+    max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = None
     reasoning_parser: str | None = None
     # What the model card tells clients to send (e.g. a model that must think to answer well); intent overrides.
     chat_template_kwargs: TemplateKwargs = Field(default_factory=dict)

@@ -301,7 +301,11 @@ def resolve(host: HostFacts, profile: ModelProfile, intent: Intent, drafter: Mod
     spec_tokens = _speculative_tokens(profile, intent)
     # A decode step schedules 1 + k tokens per sequence under speculative decoding: the default chunk is
     # raised so that every sequence's draft fits in one step.
-    batched = intent.max_num_batched_tokens or max(BATCHED_TOKENS[intent.profile], intent.concurrency * (1 + spec_tokens))
+    # The model's recipe chunk replaces the profile's default, except memory-saver's smaller one.
+    recipe = None if intent.profile is ServeProfile.MEMORY_SAVER else profile.max_num_batched_tokens
+    batched = intent.max_num_batched_tokens or max(
+        recipe or BATCHED_TOKENS[intent.profile], intent.concurrency * (1 + spec_tokens)
+    )
     eager = intent.profile is ServeProfile.MEMORY_SAVER
     # vLLM's CPU platform has no CUDA graphs: no capture sizes to choose and no graph pool to budget.
     graphs = not eager and host.platform is not Platform.CPU

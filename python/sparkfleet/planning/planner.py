@@ -373,7 +373,7 @@ def assemble(
     budget = clients.token_budget(profile) if runner == "generate" else None
     guard_env(env, r.version)
     required, memory_max, jit = process_limits(host, sized)
-    request = max_request_mib(r.max_model_len, profile.multimodal, intent.max_request_mib)
+    request = max_request_mib(r.max_model_len, profile.multimodal, intent.max_request_mib, profile.media)
     reasons = reasons_of(host, profile, intent, sized, entries=entries, remote_code=remote_code, request=request)
     warnings = (
         plan_warnings(host, profile, intent, r, required)

@@ -9,6 +9,18 @@ function keyDigest(r) {
     return match ? crypto.createHash('sha256').update(match[1]).digest('hex') : '';
 }
 
+// The large-body lane's key: 'large' for a request whose body is longer than any model's text (media) or whose
+// length is not given (chunked, or an HTTP/2 stream without one), else '' (not counted). Read from the request head,
+// before nginx buffers the body.
+function largeBody(r) {
+    const limit = Number(r.variables.sf_large_body_bytes);
+    if (!(limit > 0) || r.method === 'GET' || r.method === 'HEAD') {
+        return '';
+    }
+    const length = r.headersIn['Content-Length'];
+    return length === undefined || !(Number(length) <= limit) ? 'large' : '';
+}
+
 // An error in OpenAI's format, which client libraries show as is.
 function fail(r, status, message, code, param) {
     r.headersOut['Content-Type'] = 'application/json';
@@ -357,4 +369,4 @@ async function health(r) {
     r.return(ok ? 200 : 503, ok ? 'ok\n' : 'not ok\n');
 }
 
-export default {keyDigest, route, health, topLevelModel, topLevelCap};
+export default {keyDigest, largeBody, route, health, topLevelModel, topLevelCap};
