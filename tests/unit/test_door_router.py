@@ -41,14 +41,20 @@ def scan(bodies: list[str]) -> list[Any]:
     return [model for model, _ in scan_both(bodies)]
 
 
-def expected_cap(body: str) -> int | None:
-    """The output cap vLLM reads (max_completion_tokens, else max_tokens), where it is a whole number the router
-    holds against a floor: 0 to 15 digits, no fraction or exponent."""
+def json_object(body: str) -> dict[str, Any] | None:
+    """The body as json.loads reads it, where it is a JSON object (what the router scans)."""
     try:
         parsed = json.loads(body)
     except ValueError:
         return None
-    if not isinstance(parsed, dict):
+    return parsed if isinstance(parsed, dict) else None
+
+
+def expected_cap(body: str) -> int | None:
+    """The output cap vLLM reads (max_completion_tokens, else max_tokens), where it is a whole number the router
+    holds against a floor: 0 to 15 digits, no fraction or exponent."""
+    parsed = json_object(body)
+    if parsed is None:
         return None
 
     def whole(value: object) -> int | None:
@@ -59,11 +65,8 @@ def expected_cap(body: str) -> int | None:
 
 
 def expected(body: str) -> str | None:
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(parsed, dict):
+    parsed = json_object(body)
+    if parsed is None:
         return None
     return parsed["model"] if isinstance(parsed.get("model"), str) else ""
 
