@@ -11,6 +11,7 @@ from conftest import FIXTURES
 from sparkfleet.errors import PlanError
 from sparkfleet.models import Platform
 from sparkfleet.recipes import inputs_from, lock_request, recipe, target_of
+from sparkfleet.recipes.steps import SERVE_PATH_MODULES
 from sparkfleet.release import Lock, build_lock, target_for
 
 COMMON = {"python": "python3", "uv_version": "0.13.9", "vllm_version": "0.32.0"}
@@ -195,7 +196,7 @@ def test_ray_joins_the_lock_and_the_smoke_test_only_when_pinned() -> None:
     assert request.ray_version == "2.60.0"
     lock = lock_for_inputs({**CPU, "ray_version": "2.60.0"}, CPU_LOCK_TEXT)
     probe = recipe(inputs, lock, "/o").smoke[0].argv[-1]
-    assert "import json, torch, vllm, ray;" in probe and "'ray': ray.__version__" in probe
+    assert "import json, torch, vllm, ray, " in probe and "'ray': ray.__version__" in probe
     assert "ray" not in recipe(inputs_from(CPU), lock, "/o").smoke[0].argv[-1]
 
 
@@ -208,6 +209,7 @@ def test_the_smoke_report_is_one_interpreter_printing_what_the_role_checks(tmp_p
         "vllm/platforms.py": "class _P:\n    device_type = 'cpu'\ncurrent_platform = _P()\n",
         "torch/__init__.py": "__version__ = '2.13.0+cpu'\nclass version:\n    cuda = None\n",
         "ray/__init__.py": "__version__ = '2.60.0'\n",
+        **{module.replace(".", "/") + ".py": "" for module in SERVE_PATH_MODULES[Platform.CPU]},
     }.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text, encoding="utf-8")
@@ -224,3 +226,7 @@ def test_the_smoke_report_is_one_interpreter_printing_what_the_role_checks(tmp_p
         **({"ray": ray} if ray else {}),
     }
     assert report["platform"] == r.expected_platform and report["cuda"] == r.expected_cuda
+    # A release whose serve path does not import fails here, before any unit switches to it.
+    (tmp_path / (SERVE_PATH_MODULES[Platform.CPU][-1].replace(".", "/") + ".py")).write_text("raise ImportError('x')\n")
+    broken = subprocess.run([sys.executable, *step.argv[1:]], cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert broken.returncode != 0 and "ImportError" in broken.stderr

@@ -34,7 +34,9 @@ from sparkfleet.errors import PlanError
 from sparkfleet.models import GIB, HostFacts, Intent, NodePlacement
 from sparkfleet.planning.memory import GB10_REFERENCE_TOTAL_GIB
 from sparkfleet.planning.planner import plan
+from sparkfleet.recipes.steps import SERVE_PATH_MODULES
 from sparkfleet.versions import VllmVersion
+from vllm import __file__ as vllm_file
 from vllm import __version__ as vllm_version
 
 TARGET = str(VllmVersion.parse(vllm_version))
@@ -211,6 +213,13 @@ def main() -> int:
     if not prefetched:
         failed += 1
         print("FAIL no catalog plan with load prefetch reached vLLM's parser")
+    # The release's smoke step imports these (their bytecode stays in the release): each must be in this vLLM.
+    root = Path(vllm_file).parent
+    for platform, modules in SERVE_PATH_MODULES.items():
+        for module in modules:
+            found = (root / (module.removeprefix("vllm.").replace(".", "/") + ".py")).is_file()
+            passed, failed = passed + found, failed + (not found)
+            print(f"{'ok  ' if found else 'FAIL'} serve path module {module} ({platform.value}) in {root}")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

