@@ -18,7 +18,7 @@ description:
     prediction at that concurrency; a level under half its predicted range's low end is flagged with what the
     record and the start show could explain it (a kernel fallback, eager mode, kernels compiled at start).
   - C(sparkfleet bench compare A B) prints two such summaries side by side.
-positional: plan, release, journal, input_len, output_len, start, thinking
+positional: plan, release, journal, input_len, output_len, start, thinking, offline
 options:
   _input:
     description:
@@ -59,6 +59,13 @@ options:
     type: str
     default: default
     choices: [default, "on", "off"]
+  offline:
+    description:
+      - The offline run, when it ran (C(vllm_serve_benchmark_offline)), as C(argv) (its words,
+        M(sparkfleet.vllm.bench_offline_argv)) and C(stdout) (what C(vllm bench throughput --output-json) wrote).
+        Kept as C(offline) (requests, tokens and output tokens a second, the argv and its hash); the record's
+        C(modes) says which measurements the summary holds.
+    type: dict
 extends_documentation_fragment:
   - sparkfleet.vllm.library
 """
@@ -73,7 +80,7 @@ RETURN = r"""
 _value:
   description: >-
     C(schema), C(record), C(start), C(input_len), C(output_len), C(levels) (concurrency, runs, completed, failed,
-    metrics) and C(against_prediction) (each level's measured aggregate decode over the plan's predicted one, a flag
+    metrics), C(offline) (or null) and C(against_prediction) (each level's measured aggregate decode over the plan's predicted one, a flag
     where it is far below and the likely causes; on a CPU host, C(predicted) false and why).
   type: dict
 """

@@ -3,8 +3,9 @@ spread of repeated runs at each concurrency (issue 20, part 6).
 
 `vllm bench serve` writes one JSON result per run; the benchmark playbook runs every concurrency
 `runs` times after a warm-up and hands the results here with the plan, the release manifest and the
-lines vLLM logged about what it selected. Nothing here reads files or the network: the CLI's
-`sparkfleet bench compare A B` reads two summaries and prints them side by side.
+lines vLLM logged about what it selected, and the offline run's figures where one ran (sparkfleet.bench_offline).
+Nothing here reads files or the network: the CLI's `sparkfleet bench compare A B` reads two summaries and prints them
+side by side.
 """
 
 from __future__ import annotations
@@ -105,6 +106,10 @@ def thinking_args(plan: Mapping[str, Any], thinking: str) -> list[str]:
         )
     body = {"chat_template_kwargs": {"enable_thinking": thinking == "on"}}
     return ["--extra-body", json.dumps(body, separators=(",", ":"))]
+
+
+# What a summary keeps of an offline run (sparkfleet.bench_offline), compared by `sparkfleet bench compare`.
+OFFLINE_METRICS = ("requests_per_second", "tokens_per_second", "output_tokens_per_second")
 
 
 def record(plan: Mapping[str, Any], release: Mapping[str, Any], journal: str, thinking: str = "default") -> dict[str, Any]:
@@ -210,10 +215,11 @@ def summary(
     output_len: int,
     start: Mapping[str, Any] | None = None,
     thinking: str = "default",
+    offline: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The record and, per concurrency, each metric's median and spread over its runs; `start` is the instance's
     last start as its probe recorded it (milestones and kernels compiled), so "no compile at first start" is kept
-    with the numbers."""
+    with the numbers; `offline` is offline_result's, when the run measured the engine offline too."""
     levels = []
     for concurrency in sorted(runs, key=int):
         results = list(runs[concurrency])
@@ -232,7 +238,7 @@ def summary(
                 "metrics": metrics,
             }
         )
-    setup = record(plan, release, journal, thinking)
+    setup = {**record(plan, release, journal, thinking), "modes": ["serve", "offline"] if offline else ["serve"]}
     kept_start = {key: start.get(key) for key in START_KEYS} if start else None
     return {
         "schema": SUMMARY_SCHEMA,
@@ -241,6 +247,7 @@ def summary(
         "input_len": input_len,
         "output_len": output_len,
         "levels": levels,
+        "offline": dict(offline) if offline else None,
         "against_prediction": against_prediction(plan, levels, setup, kept_start),
     }
 
@@ -282,6 +289,10 @@ def _setup_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     thinking = (a.get("thinking", "default"), b.get("thinking", "default"))
     if thinking[0] != thinking[1]:
         lines.append(f"  thinking: {thinking[0]} -> {thinking[1]}")
+    # A summary from before the offline run measured serve alone.
+    modes = ("+".join(a.get("modes", ["serve"])), "+".join(b.get("modes", ["serve"])))
+    if modes[0] != modes[1]:
+        lines.append(f"  measured: {modes[0]} -> {modes[1]}")
     for group in ("packages", "backends"):
         left, right = dict(a.get(group) or {}), dict(b.get(group) or {})
         lines += [
@@ -324,6 +335,16 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], names: tuple[str, str] =
                 f"{level['concurrency']:>4}  {metric:<22} {left['median']:>12.2f} {right['median']:>12.2f} "
                 f"{change:>+7.1f}%  {left['spread_pct']:>7.1f}% {right['spread_pct']:>7.1f}%{mark}"
             )
+    offline = (a.get("offline"), b.get("offline"))
+    if offline[0] and offline[1]:
+        out.append("")
+        out.append("offline (vllm bench throughput, one run each):")
+        for metric in OFFLINE_METRICS:
+            left, right = float(offline[0][metric]), float(offline[1][metric])
+            change = (100.0 * (right - left) / left) if left else 0.0
+            out.append(f"      {metric:<26} {left:>12.2f} {right:>12.2f} {change:>+7.1f}%")
+        if offline[0].get("argv_sha256") != offline[1].get("argv_sha256"):
+            out.append("      (their offline argv differ)")
     missing = sorted({lvl["concurrency"] for lvl in a["levels"]} ^ set(by_level))
     if missing:
         out.append(f"concurrency measured on one side only: {', '.join(map(str, missing))}")

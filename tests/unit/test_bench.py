@@ -22,6 +22,7 @@ from sparkfleet.bench import (
     summary,
     thinking_args,
 )
+from sparkfleet.bench_offline import SERVE_ONLY_FLAGS, offline_argv, offline_result, offline_unit_words
 from sparkfleet.cli import main
 from sparkfleet.errors import PlanError
 
@@ -203,3 +204,90 @@ def test_the_thinking_switch_goes_to_every_request_where_the_template_has_one() 
     off = summary(qwen, RELEASE, JOURNAL, {1: [run(50.0, 100.0)]}, input_len=1024, output_len=128, thinking="off")
     assert off["record"]["thinking"] == "off" and made([50.0])["record"]["thinking"] == "default"
     assert "thinking: default -> off" in compare(made([50.0]), off)
+
+
+SERVE_PLAN = {
+    **PLAN,
+    "model": "/m/q",
+    "nodes": 1,
+    "flags": [
+        {"name": "--served-model-name", "values": ["qwen"]},
+        {"name": "--host", "values": ["127.0.0.1"]},
+        {"name": "--port", "values": ["8000"]},
+        {"name": "--max-model-len", "values": ["65536"]},
+        {"name": "--enable-prefix-caching", "values": []},
+        {"name": "--reasoning-parser", "values": ["qwen3"]},
+        {"name": "--enable-auto-tool-choice", "values": []},
+        {"name": "--tool-call-parser", "values": ["qwen3_coder"]},
+        {"name": "--default-chat-template-kwargs", "values": ['{"enable_thinking":true}']},
+        {"name": "--cudagraph-capture-sizes", "values": ["1", "2", "4"]},
+    ],
+}
+
+
+def test_the_offline_run_takes_the_plans_engine_arguments_and_leaves_the_front_end_out() -> None:
+    """Issue 49: vllm bench throughput with the instance's engine, checked against vLLM's own parser in tests/vllm."""
+    words = offline_argv(SERVE_PLAN, input_len=1024, output_len=128, num_prompts=16, output_json="/r/offline.json")
+    assert words[:2] == ["bench", "throughput"]
+    head = dict(zip(words[2:18:2], words[3:18:2], strict=True))
+    assert head == {"--backend": "vllm", "--model": "/m/q", "--dataset-name": "random", "--random-input-len": "1024",
+                    "--random-output-len": "128", "--num-prompts": "16", "--seed": "0", "--output-json": "/r/offline.json"}  # fmt: skip
+    assert words[18:] == [
+        "--served-model-name", "qwen", "--max-model-len", "65536", "--enable-prefix-caching",
+        "--reasoning-parser", "qwen3", "--cudagraph-capture-sizes", "1", "2", "4",
+    ]  # fmt: skip
+    assert not SERVE_ONLY_FLAGS & set(words)
+
+
+@pytest.mark.parametrize(
+    ("update", "said"),
+    [({"nodes": 2}, "served across 2 nodes"), ({"runner": "pooling"}, "is a pooling model")],
+)
+def test_an_offline_run_is_refused_where_one_nodes_engine_cannot_measure_it(update: dict[str, Any], said: str) -> None:
+    with pytest.raises(PlanError, match=f"vllm_serve_benchmark_offline: .*{said}"):
+        offline_argv({**SERVE_PLAN, **update}, input_len=8, output_len=8, num_prompts=1, output_json="/r/o.json")
+
+
+def test_the_offline_run_gets_the_instance_units_environment_and_limits() -> None:
+    show = (
+        'Environment=HF_HOME=/var/lib/hf "VLLM_X=a b" VLLM_CACHE_ROOT=/var/cache/sparkfleet/i/tiny/vllm/rel-1\n'
+        "MemoryMax=34359738368\nMemoryHigh=infinity\nLimitNOFILE=16384\n"
+    )
+    assert offline_unit_words(show) == [
+        "--setenv", "HF_HOME=/var/lib/hf", "--setenv", "VLLM_X=a b",
+        "--setenv", "VLLM_CACHE_ROOT=/var/cache/sparkfleet/i/tiny/vllm/rel-1",
+        "--property", "MemoryMax=34359738368", "--property", "MemoryHigh=infinity", "--property", "LimitNOFILE=16384",
+    ]  # fmt: skip
+    assert offline_unit_words("Environment=\nMemoryMax=\n") == []
+
+
+def test_the_summary_keeps_the_offline_run_and_the_record_says_which_ran() -> None:
+    argv = offline_argv(SERVE_PLAN, input_len=1024, output_len=128, num_prompts=16, output_json="/r/o.json")
+    vllm_wrote = {"elapsed_time": 8.0, "num_requests": 16, "total_num_tokens": 18432, "requests_per_second": 2.0,
+                  "tokens_per_second": 2304.0}  # fmt: skip
+    offline = offline_result(argv, vllm_wrote, 128)
+    assert offline["output_tokens_per_second"] == 256.0 and offline["argv_sha256"] == digest(argv)
+    runs = {1: [run(50.0, 100.0)]}
+    both = summary(SERVE_PLAN, RELEASE, JOURNAL, runs, input_len=1024, output_len=128, offline=offline)
+    served = summary(SERVE_PLAN, RELEASE, JOURNAL, runs, input_len=1024, output_len=128)
+    assert both["record"]["modes"] == ["serve", "offline"] and both["offline"]["tokens_per_second"] == 2304.0
+    assert served["record"]["modes"] == ["serve"] and served["offline"] is None
+    assert "measured: serve -> serve+offline" in compare(served, both)
+    faster = {**both, "offline": offline_result(argv, {**vllm_wrote, "elapsed_time": 4.0, "tokens_per_second": 4608.0}, 128)}
+    table = compare(both, faster)
+    assert "offline (vllm bench throughput" in table and "output_tokens_per_second" in table and "+100.0%" in table
+    with pytest.raises(PlanError, match="vllm_serve_benchmark_offline: vllm bench throughput wrote no readable"):
+        offline_result(argv, {"elapsed_time": 1.0}, 128)
+
+
+def test_the_filter_adds_the_offline_run_it_read() -> None:
+    from bench_summary import bench_summary
+
+    argv = offline_argv(SERVE_PLAN, input_len=1024, output_len=32, num_prompts=16, output_json="/r/o.json")
+    wrote = {"elapsed_time": 2.0, "num_requests": 16, "total_num_tokens": 1000, "requests_per_second": 8.0,
+             "tokens_per_second": 500.0}  # fmt: skip
+    read = [{"item": [1, 1], "stdout": json.dumps(run(10.0, 100.0))}]
+    result = bench_summary(
+        read, SERVE_PLAN, RELEASE, JOURNAL, 1024, 32, None, "default", {"argv": argv, "stdout": json.dumps(wrote)}
+    )
+    assert result["offline"]["output_tokens_per_second"] == 256.0 and result["record"]["modes"] == ["serve", "offline"]

@@ -16,6 +16,7 @@ import traceback
 import typing
 from pathlib import Path
 
+from vllm.benchmarks.throughput import add_cli_args as add_throughput_args
 from vllm.config.load import LoadConfig
 from vllm.config.speculative import SpeculativeConfig, SpeculativeMethod
 from vllm.engine.arg_utils import AsyncEngineArgs
@@ -29,9 +30,10 @@ from vllm.reasoning import ReasoningParserManager
 from vllm.tool_parsers import ToolParserManager
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 
+from sparkfleet.bench_offline import SERVE_ONLY_FLAGS, offline_argv
 from sparkfleet.catalog import load_catalog
 from sparkfleet.errors import PlanError
-from sparkfleet.models import GIB, HostFacts, Intent, NodePlacement
+from sparkfleet.models import GIB, HostFacts, Intent, NodePlacement, ServePlan
 from sparkfleet.planning.memory import GB10_REFERENCE_TOTAL_GIB
 from sparkfleet.planning.planner import plan
 from sparkfleet.recipes.steps import SERVE_PATH_MODULES
@@ -159,11 +161,39 @@ def check(argv: list[str]) -> None:
         ReasoningParserManager.get_reasoning_parser(args.reasoning_parser)
 
 
+def throughput_parser() -> RaisingParser:
+    parser = RaisingParser(description="vllm bench throughput")
+    add_throughput_args(parser)
+    return parser
+
+
+def check_offline(served: ServePlan) -> bool:
+    """The benchmark's offline run of this plan (sparkfleet.bench.offline_argv) meets `vllm bench throughput`'s own
+    parser, engine arguments and all, and parses to the plan's engine; a flag it leaves out is one that parser does not
+    know. False where the run is refused by design (a cluster's or a pooling model's instance)."""
+    data = served.model_dump(mode="json")
+    if data["nodes"] > 1 or data["runner"] != "generate":
+        return False
+    words = offline_argv(data, input_len=1024, output_len=128, num_prompts=8, output_json="/tmp/offline.json")
+    parser = throughput_parser()
+    args = parser.parse_args(words[2:])
+    engine = AsyncEngineArgs.from_cli_args(args)
+    kept = {f.name for f in served.flags} - SERVE_ONLY_FLAGS
+    unknown = sorted(name for name in kept if name not in parser._option_string_actions)
+    if unknown:
+        raise ParseError(f"the offline run keeps {unknown}, which vllm bench throughput does not take")
+    got = (engine.model, engine.max_model_len, engine.max_num_seqs, engine.kv_cache_memory_bytes)
+    want = (served.model, served.max_model_len, served.max_num_seqs, served.kv_cache_memory_bytes)
+    if got != want:
+        raise ParseError(f"the offline run's engine parsed as {got}, the plan's is {want}")
+    return True
+
+
 def main() -> int:
     gb10 = HostFacts(
         platform="gb10", compute_capability="12.1", mem_total_bytes=int(GB10_REFERENCE_TOTAL_GIB * GIB), vllm_version=TARGET
     )
-    passed = failed = prefetched = 0
+    passed = failed = prefetched = offline = 0
     for profile in load_catalog().values():
         if profile.min_version > VllmVersion.parse(TARGET):
             continue
@@ -193,7 +223,9 @@ def main() -> int:
             needs = profile.speculative.dflash_drafter_needs if name == "dflash" else None
             host = gb10.model_copy(update={"vllm_capabilities": (needs,)}) if needs else gb10
             try:
-                check(plan(host, planned, intent, model_ref=staged, placement=PLACEMENTS.get(name)).argv)
+                served = plan(host, planned, intent, model_ref=staged, placement=PLACEMENTS.get(name))
+                check(served.argv)
+                offline += check_offline(served)
             except Exception as exc:
                 # Prefetch reads the whole checkpoint into the page cache: a large model is refused by design.
                 if name == "load-prefetch" and isinstance(exc, PlanError) and exc.variable == "intent.load":
@@ -213,6 +245,14 @@ def main() -> int:
     if not prefetched:
         failed += 1
         print("FAIL no catalog plan with load prefetch reached vLLM's parser")
+    # The benchmark's offline run leaves out only what vllm bench throughput does not take.
+    taken = sorted(SERVE_ONLY_FLAGS & set(throughput_parser()._option_string_actions))
+    if taken or not offline:
+        failed += 1
+        print(f"FAIL offline runs checked: {offline}; left out although vllm bench throughput takes them: {taken}")
+    else:
+        passed += 1
+        print(f"ok   {offline} offline runs (vllm bench throughput) parsed; none of {sorted(SERVE_ONLY_FLAGS)} is its")
     # The release's smoke step imports these (their bytecode stays in the release): each must be in this vLLM.
     root = Path(vllm_file).parent
     for platform, modules in SERVE_PATH_MODULES.items():

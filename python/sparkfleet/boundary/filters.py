@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .. import bench, modelsource, recipes, storage, versions
+from .. import bench, bench_offline, modelsource, recipes, storage, versions
 from ..doctor import journal_pattern
 from ..errors import from_validation
 from ..hostconfig import accounts, hardening, instancefiles, unitfile, webui
@@ -39,8 +39,10 @@ def bench_summary(  # noqa: PLR0917 - a filter's arguments are positional in Jin
     output_len: Any,
     start: Any = None,
     thinking: Any = "default",
+    offline: Any = None,
 ) -> dict[str, Any]:
-    """The benchmark record of one instance from its runs (registered `command` results, one per concurrency)."""
+    """The benchmark record of one instance from its runs (registered `command` results, one per concurrency) and,
+    where it ran, the offline run ({'argv': the vllm words, 'stdout': vLLM's --output-json})."""
     runs: dict[int | str, list[Any]] = {}
     try:
         for entry in read:
@@ -54,9 +56,28 @@ def bench_summary(  # noqa: PLR0917 - a filter's arguments are positional in Jin
             output_len=int(output_len),
             start=start or None,
             thinking=str(thinking),
+            offline=bench_offline.offline_result(offline["argv"], json.loads(offline["stdout"]), int(output_len))
+            if offline
+            else None,
         )
     except (KeyError, TypeError, IndexError) as exc:
         raise ValueError(f"unreadable benchmark run: {exc!r}") from exc
+
+
+def bench_offline_argv(plan_json: Any, input_len: Any, output_len: Any, num_prompts: Any, output_json: Any) -> list[str]:
+    """The `vllm bench throughput` words of an offline run of the instance's engine (the plan's engine arguments)."""
+    return bench_offline.offline_argv(
+        plan_json,
+        input_len=int(input_len),
+        output_len=int(output_len),
+        num_prompts=int(num_prompts),
+        output_json=str(output_json),
+    )
+
+
+def bench_offline_unit(show: Any) -> list[str]:
+    """The systemd-run words that give the offline run the instance unit's environment and limits."""
+    return bench_offline.offline_unit_words(str(show or ""))
 
 
 def bench_thinking_args(plan_json: Any, thinking: Any) -> list[str]:
