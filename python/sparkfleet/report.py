@@ -50,6 +50,7 @@ def render_report(plan: ServePlan) -> str:
         ("cuda graphs", m.cudagraph),
         ("model extra", m.extra),
         ("drafter", m.drafter),
+        ("encoder", m.encoder),
         ("kv cache", m.kv),
         ("process", m.process_baseline),
         ("host reserve", m.host_reserve),

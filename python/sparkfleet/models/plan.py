@@ -37,6 +37,8 @@ class MemoryBreakdown(Strict):
     load_transient: float = 0.0
     # Kernel compiles the first start may run beside the footprint (MAX_JOBS x the seed's per-process figure).
     first_start_compile: float = 0.0
+    # A multimodal encoder's profiled batch beyond the activation peak, with its embeddings (sparkfleet.planning.encoder).
+    encoder: float = 0.0
 
 
 class SystemdLimits(Strict):

@@ -195,6 +195,27 @@ class MediaLimits(Strict):
     images: Annotated[int, Field(ge=0, le=64)] = 0
 
 
+EncoderFamily = Literal["qwen3_vl", "pixtral", "gemma4", "radio", "parakeet"]
+
+
+class EncoderShape(Strict):
+    """One modality's encoder tower and the largest item it takes, as vLLM sizes it (sparkfleet.planning.encoder;
+    the source of a profile's encoders in sources['encoders'])."""
+
+    modality: Literal["image", "video", "audio"]
+    family: EncoderFamily
+    hidden_size: Annotated[int, Field(gt=0)]
+    intermediate_size: Annotated[int, Field(gt=0)]
+    heads: Annotated[int, Field(gt=0)]
+    # Tokens vLLM counts for the largest item when it sizes the encoder budget; None: the model declares the context.
+    item_tokens: Annotated[int, Field(gt=0)] | None
+    # Tower positions (patches, audio frames) of that item, and how many of them make one language-model embedding.
+    item_positions: Annotated[int, Field(gt=0)]
+    positions_per_embedding: Annotated[int, Field(ge=1)]
+    # The most positions the model's own code runs through the tower at once (its micro-batch), where it has one.
+    call_positions: Annotated[int, Field(gt=0)] | None = None
+
+
 class ProfileArg(Strict):
     flag: str
     value: str | None = None
@@ -260,6 +281,9 @@ class ModelProfile(Strict):
     multimodal: bool = False
     # The media one request may carry, where the card states it; a multimodal model without it gets room for images.
     media: MediaLimits | None = None
+    # Every modality's encoder: vLLM's profile run drives the one with the most tokens per item; a request may bring
+    # any modality's largest item.
+    encoders: tuple[EncoderShape, ...] = ()
     # The scheduler's chunk the model's recipe runs (its source in sources['max_num_batched_tokens']), in place of the
     # profile's default: an encoder's output for a whole video or an hour of audio is scheduled in one chunk.
     max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = None
@@ -335,6 +359,8 @@ class ModelProfile(Strict):
             needed.add("sliding_window")
         if self.extra_overhead_gib:
             needed.add("extra_overhead_gib")
+        if self.encoders:
+            needed.add("encoders")
         if self.long_context_max:
             needed.add("long_context_max")
         if self.kv_fp8_avoided:

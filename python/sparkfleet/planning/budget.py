@@ -19,6 +19,7 @@ from ..models import (
     SpeculativeMethod,
 )
 from ..versions import cudagraph_memory_in_budget
+from . import encoder
 from . import memory as mem
 from .choices import Resolved
 
@@ -71,10 +72,9 @@ def non_kv(host: HostFacts, profile: ModelProfile, intent: Intent, r: Resolved, 
         capture_sizes=[size for size in r.capture_sizes if size <= batched],
         drafter_gib=r.drafter_gib,
     )
-    if r.drafter is None:
-        return nk
-    drafter_peak = mem.activation_gib(r.drafter, batched, r.max_num_seqs)
-    return dataclasses.replace(nk, activation=max(nk.activation, drafter_peak))
+    if r.drafter is not None:
+        nk = dataclasses.replace(nk, activation=max(nk.activation, mem.activation_gib(r.drafter, batched, r.max_num_seqs)))
+    return dataclasses.replace(nk, encoder=encoder.encoder_gib(profile, batched, r.max_model_len, nk.activation))
 
 
 def _batched_that_fits(

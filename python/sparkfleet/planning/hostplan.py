@@ -154,7 +154,7 @@ class HostPlan(Strict):
 def footprint_gib(served: ServePlan) -> float:
     """What one instance holds once it is up: its model, runtime, graphs and KV, plus the process baseline."""
     m = served.memory
-    return m.weights + m.runtime + m.activation + m.cudagraph + m.extra + m.drafter + m.kv + m.process_baseline
+    return m.weights + m.runtime + m.activation + m.cudagraph + m.extra + m.drafter + m.encoder + m.kv + m.process_baseline
 
 
 # Ports the other sparkfleet services on a host listen on by default (the monitoring and ray_cluster

@@ -108,15 +108,17 @@ class NonKv:
     cudagraph: float
     extra: float
     drafter: float
+    # A multimodal encoder's batch beyond the activation peak, and its embeddings (sparkfleet.planning.encoder).
+    encoder: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.weights + self.runtime + self.activation + self.cudagraph + self.extra + self.drafter
+        return self.weights + self.runtime + self.activation + self.cudagraph + self.extra + self.drafter + self.encoder
 
     def profiled(self, cudagraph_in_budget: bool) -> float:
         """What vLLM subtracts from util x total before sizing KV."""
         graphs = self.cudagraph if cudagraph_in_budget else 0.0
-        return self.weights + self.runtime + self.activation + graphs + self.extra + self.drafter
+        return self.weights + self.runtime + self.activation + graphs + self.extra + self.drafter + self.encoder
 
 
 def activation_gib(profile: ModelProfile, max_num_batched_tokens: int, max_num_seqs: int) -> float:

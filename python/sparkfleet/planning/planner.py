@@ -30,7 +30,7 @@ from ..versions import (
     VllmVersion,
     has_flag,
 )
-from . import clients, loading, memguard, remotecode, rules, speedplan
+from . import clients, encoder, loading, memguard, remotecode, rules, speedplan
 from . import memory as mem
 from .answers import answer_check
 from .budget import Budget, memory_budget, non_kv
@@ -304,6 +304,16 @@ def reasons_of(
         reasons.append(
             Reason(item="no --trust-remote-code", reason=f"consent unused: {unneeded.why}", source=unneeded.source)
         )
+    nk, r = sized.budget.non_kv, sized.r
+    call = encoder.largest(profile, r.max_num_batched_tokens, r.max_model_len, nk.activation)
+    if call is not None:
+        reasons.append(
+            Reason(
+                item=f"encoder {nk.encoder:.2f} GiB",
+                reason=encoder.encoder_reason(call, nk.activation),
+                source=f"{encoder.PROFILE_SOURCE}; {profile.sources['encoders']}; {encoder.BYTES_SOURCE}",
+            )
+        )
     load = sized.load
     if load.flag is None:
         # vLLM's default needs no flag; the plan still says why it loads that way.
@@ -342,6 +352,7 @@ def memory_breakdown(host: HostFacts, sized: Sized, jit: float) -> MemoryBreakdo
         cudagraph=round(nk.cudagraph, 2),
         extra=round(nk.extra, 2),
         drafter=round(nk.drafter, 2),
+        encoder=round(nk.encoder, 2),
         kv=round(sized.kv_bytes / GIB, 2),
         process_baseline=budget.baseline,
         host_reserve=budget.reserve,
