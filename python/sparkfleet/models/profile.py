@@ -199,12 +199,13 @@ EncoderFamily = Literal["qwen3_vl", "pixtral", "gemma4", "radio", "parakeet"]
 
 
 class EncoderShape(Strict):
-    """One modality's encoder tower and the largest item it takes, as vLLM sizes it (sparkfleet.planning.encoder;
-    the source of a profile's encoders in sources['encoders'])."""
+    """One modality's encoder tower and the largest item a request may bring it, as vLLM counts it
+    (sparkfleet.planning.encoder; a profile's encoders have their source in sources['encoders'])."""
 
     modality: Literal["image", "video", "audio"]
     family: EncoderFamily
     hidden_size: Annotated[int, Field(gt=0)]
+    # The tower's MLP width and heads: what benchmarks/encoder_memory.py builds it with.
     intermediate_size: Annotated[int, Field(gt=0)]
     heads: Annotated[int, Field(gt=0)]
     # Tokens vLLM counts for the largest item when it sizes the encoder budget; None: the model declares the context.
@@ -214,6 +215,15 @@ class EncoderShape(Strict):
     positions_per_embedding: Annotated[int, Field(ge=1)]
     # The most positions the model's own code runs through the tower at once (its micro-batch), where it has one.
     call_positions: Annotated[int, Field(gt=0)] | None = None
+
+    @model_validator(mode="after")
+    def _item_fits_its_tokens(self) -> EncoderShape:
+        if self.item_tokens is not None and self.item_positions // self.positions_per_embedding > self.item_tokens:
+            raise ValueError(
+                f"encoders ({self.modality}): {self.item_positions} positions make "
+                f"{self.item_positions // self.positions_per_embedding} embeddings, more than item_tokens {self.item_tokens}"
+            )
+        return self
 
 
 class ProfileArg(Strict):
@@ -361,6 +371,9 @@ class ModelProfile(Strict):
             needed.add("extra_overhead_gib")
         if self.encoders:
             needed.add("encoders")
+            modalities = [shape.modality for shape in self.encoders]
+            if len(set(modalities)) < len(modalities):
+                raise ValueError(f"profile {self.id}: encoders name a modality twice ({', '.join(modalities)})")
         if self.long_context_max:
             needed.add("long_context_max")
         if self.kv_fp8_avoided:

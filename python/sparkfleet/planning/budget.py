@@ -61,7 +61,8 @@ def non_kv(host: HostFacts, profile: ModelProfile, intent: Intent, r: Resolved, 
     """Non-KV memory of one rank when the scheduler runs `batched` tokens per step (its activation peak).
 
     vLLM's profile run drives the target and then the drafter's dummy run over the same tokens, one after the
-    other, so the peak is the larger of the two activations, not their sum.
+    other, so the peak is the larger of the two activations, not their sum. A multimodal encoder's largest call
+    adds only its peak above that (sparkfleet.planning.encoder), which memory.non_kv leaves out.
     """
     nk = mem.non_kv(
         profile,
@@ -74,7 +75,9 @@ def non_kv(host: HostFacts, profile: ModelProfile, intent: Intent, r: Resolved, 
     )
     if r.drafter is not None:
         nk = dataclasses.replace(nk, activation=max(nk.activation, mem.activation_gib(r.drafter, batched, r.max_num_seqs)))
-    return dataclasses.replace(nk, encoder=encoder.encoder_gib(profile, batched, r.max_model_len, nk.activation))
+    return dataclasses.replace(
+        nk, encoder=encoder.encoder_gib(profile, batched, r.max_model_len, r.max_num_seqs, nk.activation)
+    )
 
 
 def _batched_that_fits(

@@ -304,16 +304,7 @@ def reasons_of(
         reasons.append(
             Reason(item="no --trust-remote-code", reason=f"consent unused: {unneeded.why}", source=unneeded.source)
         )
-    nk, r = sized.budget.non_kv, sized.r
-    call = encoder.largest(profile, r.max_num_batched_tokens, r.max_model_len, nk.activation)
-    if call is not None:
-        reasons.append(
-            Reason(
-                item=f"encoder {nk.encoder:.2f} GiB",
-                reason=encoder.encoder_reason(call, nk.activation),
-                source=f"{encoder.PROFILE_SOURCE}; {profile.sources['encoders']}; {encoder.BYTES_SOURCE}",
-            )
-        )
+    reasons += encoder.reasons(profile, sized.r, sized.budget.non_kv)
     load = sized.load
     if load.flag is None:
         # vLLM's default needs no flag; the plan still says why it loads that way.
@@ -340,6 +331,11 @@ def reasons_of(
         )
     )
     return reasons
+
+
+def memory_warnings(profile: ModelProfile, sized: Sized) -> list[str]:
+    """What may be held beside the footprint: first-start compiles, and a multimodal encoder's largest call."""
+    return compile_warning(sized.jit_jobs, sized.headroom) + encoder.cautions(profile, sized.r, sized.budget.non_kv)
 
 
 def memory_breakdown(host: HostFacts, sized: Sized, jit: float) -> MemoryBreakdown:
@@ -389,7 +385,7 @@ def assemble(
     warnings = (
         plan_warnings(host, profile, intent, r, required)
         + [w for w in (scheduler_warning(r, lambda n: non_kv(host, profile, intent, r, n).activation, sized.headroom),) if w]
-        + compile_warning(sized.jit_jobs, sized.headroom)
+        + memory_warnings(profile, sized)
     )
     return ServePlan(
         nodes=intent.nodes,
