@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import time
@@ -36,12 +37,20 @@ TRAIN_STEPS = 300
 TRAINING = 2  # what the model learns beyond the answers; a model of an older training is made again
 
 
+def prose(root: Path) -> list[Path]:
+    """Every .md file of the checkout, never walking .cache or .venv: the sandbox image is debootstrapped under
+    .cache beside this script (scripts/test builds both at once), and a walk into it meets paths that vanish."""
+    found: list[Path] = []
+    for directory, subdirectories, files in os.walk(root):
+        subdirectories[:] = [name for name in subdirectories if name not in {".cache", ".venv"}]
+        found.extend(Path(directory, name) for name in files if name.endswith(".md"))
+    return found
+
+
 def corpus(root: Path) -> list[str]:
     """Project prose: deterministic, local, and English enough to give the tokenizer real merges."""
     lines: list[str] = []
-    for path in sorted(root.glob("**/*.md")):
-        if ".cache" in path.parts or ".venv" in path.parts:
-            continue
+    for path in sorted(prose(root)):
         lines.extend(line for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
     lines.extend(f"{known.question} {known.answer}" for known in KNOWN_ANSWERS)
     return lines
