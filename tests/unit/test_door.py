@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sparkfleet.boundary.adapters import front_door_plan
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import PlanError
-from sparkfleet.hostconfig.door import GENERATE_PATHS, METRICS_CLIENT, METRICS_PREFIX, NGINX_BASE_MIB, key_digest
+from sparkfleet.hostconfig.door import GENERATE_PATHS, METRICS_CLIENT, METRICS_PREFIX, key_digest
 from sparkfleet.models import Intent
 from sparkfleet.planning.hostplan import HostPlan, InstanceRequest, OnDemand, plan_host
 from sparkfleet.planning.requestsize import max_request_mib
@@ -214,6 +214,25 @@ def test_an_on_demand_instance_serves_on_its_socket_like_an_always_on_one() -> N
     assert door(plan)["activator"]["instances"]["chat"]["socket"] == "/run/sparkfleet-vllm-chat/api.sock"  # type: ignore[index]
 
 
+# nginx's MemoryMax, as docs/front-door.md specifies it: "each key's concurrent requests times the largest limit times
+# 2.5, the measured cost with room, plus 256 MiB" (docs/performance.md, "The front door": 2.0-2.2 bodies a request
+# measured after issue 47). Each key takes 32 requests at once (front_door_limits.concurrency's default); with a route
+# that takes more than any text body, those hold text bodies and the host-wide lane's 2 requests the largest.
+
+
+def test_the_sandbox_doors_memory_max_is_the_one_measured_under_the_worst_bodies() -> None:
+    # docs/performance.md, "The front door" (issue 47): on the sandbox spark01, "nginx's MemoryMax there is 736 MiB".
+    # Its door keeps three keys (the sandbox client, the chat UI's and the metrics key) and a text model's 2 MiB body:
+    # (3 x 32 x 2 MiB) x 2.5 + 256 = 736 MiB.
+    result = door(
+        host(("coder", 8000, {"served_name": "coder"})),
+        clients=[{"name": "sandbox", "key": KEY_A}, {"name": "webui", "key": "w" * 40}],
+        metrics_key=KEY_B,
+    )
+    assert result["max_body_mib"] == 2 and result["large_body_bytes"] is None
+    assert result["memory_max_mib"] == 736
+
+
 def test_each_model_takes_bodies_sized_to_its_context_and_nginx_memory_follows() -> None:
     # Nano at 8192 tokens: 8192 x 24 B is under 1 MiB, + 1 MiB of envelope; the UI keeps its own 32 MiB.
     plan = host(("coder", 8000, {"served_name": "coder"}), ("big", 8001, {"served_name": "big", "max_request_mib": 9}))
@@ -223,15 +242,16 @@ def test_each_model_takes_bodies_sized_to_its_context_and_nginx_memory_follows()
     assert {r["instance"]: r["max_body_mib"] for r in result["routes"]} == {"big": 9, "coder": 2}  # type: ignore[union-attr]
     assert result["max_body_mib"] == 9
     # A body over every model's text (2 MiB) takes the host-wide large-body lane (2 requests): two keys (alice and the
-    # metrics key) x 32 requests x 2 MiB + 2 x 9 MiB, 2.5 bodies each (measured), + nginx itself.
+    # metrics key) x 32 requests x 2 MiB + 2 x 9 MiB = 146 MiB, x 2.5 = 365 MiB, + 256 MiB for nginx = 621 MiB.
     assert result["large_body_bytes"] == 2 * 1024 * 1024
-    assert result["memory_max_mib"] == NGINX_BASE_MIB + (2 * 32 * 2 + 2 * 9) * 5 // 2
+    assert result["memory_max_mib"] == 621
     assert "MemoryMax" in result["memory_max_reason"] and "large_body_concurrency" in result["memory_max_reason"]  # type: ignore[operator]
     capped = door(plan, clients=[{"name": "alice", "key": KEY_A}], limits={"max_body_mib": 4})
     assert {r["instance"]: r["max_body_mib"] for r in capped["routes"]} == {"big": 4, "coder": 2}  # type: ignore[union-attr]
-    # Text only (no model takes more than its text): no lane, each key's requests at the body limit.
+    # Text only (no model takes more than its text): no lane, each key's requests at the body limit:
+    # 1 key x 32 requests x 2 MiB = 64 MiB, x 2.5 = 160 MiB, + 256 MiB = 416 MiB.
     text = door(host(("coder", 8000, {"served_name": "coder"})), clients=[{"name": "alice", "key": KEY_A}])
-    assert text["large_body_bytes"] is None and text["memory_max_mib"] == NGINX_BASE_MIB + 32 * 2 * 5 // 2
+    assert text["large_body_bytes"] is None and text["memory_max_mib"] == 416
 
 
 def test_the_omni_model_takes_an_hour_of_audio_and_two_minutes_of_video_in_one_request() -> None:
@@ -245,7 +265,9 @@ def test_the_omni_model_takes_an_hour_of_audio_and_two_minutes_of_video_in_one_r
     assert plan.instances["omni"].max_request_mib == mib and plan.instances["omni"].max_num_batched_tokens == 32768
     result = door(plan, clients=[{"name": "alice", "key": KEY_A}])
     assert result["max_body_mib"] == mib and result["large_body_bytes"] == 3 * 1024 * 1024
-    assert result["memory_max_mib"] == NGINX_BASE_MIB + (32 * 3 + 2 * mib) * 5 // 2  # under 2 GiB, not 24
+    # 1 key x 32 requests x 3 MiB of text + 2 lane requests x 319 MiB = 734 MiB, x 2.5 = 1,835 MiB, + 256 MiB:
+    # 2,091 MiB, where every request at 319 MiB would be 24 GiB.
+    assert result["memory_max_mib"] == 2091
 
 
 def test_a_multimodal_model_takes_room_for_its_images() -> None:
