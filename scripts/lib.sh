@@ -24,6 +24,12 @@ python_path() {
   echo "$found"
 }
 
+# Debian packages, with the package lists refreshed only when an install from the current ones fails.
+apt_install() {  # PACKAGE...
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 \
+    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; }
+}
+
 # The development environment runs the newest supported ansible-core, which needs Python 3.12.
 if [ -z "${UV_PYTHON:-}" ]; then
   UV_PYTHON="$(python_path 3.12)"
@@ -156,4 +162,47 @@ ensure_podman() {
 ensure_chromium() {
   command -v chromium >/dev/null 2>&1 && return
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+}
+
+# node, which runs the door's njs router and the polkit rule's JavaScript in the unit tests (tests/unit/test_door_router.py,
+# test_supervisor_rule.py): Debian's nodejs where the machine has no node (the machine image's own is kept).
+ensure_node() {
+  command -v node >/dev/null 2>&1 && return
+  apt_install nodejs
+}
+
+# systemd-analyze verify, which checks the rendered units in the unit tests (tests/unit/test_unit_files.py): Debian's
+# systemd package where the machine has none (installing it starts no service in a machine not booted by systemd).
+ensure_systemd_analyze() {
+  command -v systemd-analyze >/dev/null 2>&1 && return
+  apt_install systemd
+}
+
+# Every tool that a unit or index test runs. Under CI=true a test skipped for a missing tool fails, naming the function
+# here that installs it (tests/suite/ci_skips.py).
+ensure_test_tools() {
+  ensure_node
+  ensure_systemd_analyze
+  ensure_promtool
+  ensure_nginx
+  ensure_hf
+}
+
+# The hf CLI that tests/unit/test_hub_*.py run next to the venv's Python: the locked huggingface_hub's (ensure_env).
+ensure_hf() {
+  [ -x "$ROOT/.venv/bin/hf" ] && return
+  ensure_env
+  [ -x "$ROOT/.venv/bin/hf" ] || { echo "the locked huggingface_hub brought no hf CLI (.venv/bin/hf)" >&2; return 1; }
+}
+
+# pytest, then one line with the number of its skips and each reason (pytest's -ra summary in pyproject.toml lists them
+# as SKIPPED [N] FILE:LINE: REASON); under CI=true only the skips tests/suite/ci_skips.py lists are left as skips.
+run_pytest() {  # LOG PYTEST-ARGUMENT...
+  local log="$1" status=0 count reasons
+  shift
+  uv run pytest "$@" 2>&1 | tee "$log" || status=$?
+  count="$(sed -nE 's/^SKIPPED \[([0-9]+)\].*/\1/p' "$log" | awk '{n += $1} END {print n + 0}')"
+  reasons="$(sed -nE 's/^SKIPPED \[([0-9]+)\] (.*)$/\1x \2/p' "$log" | paste -sd ';' - | sed 's/;/; /g')"
+  echo "pytest skips: $count${reasons:+ ($reasons)}"
+  return "$status"
 }

@@ -31,6 +31,11 @@ if not _LINK.is_symlink():
 sys.path.insert(0, str(_COLLECTIONS))
 sys.path.insert(0, str(ROOT / "plugins" / "filter"))
 sys.path.insert(0, str(ROOT / "plugins" / "modules"))
+# Under CI=true a skip not listed as legitimate fails, naming the missing tool and what installs it (tests/suite).
+sys.path.insert(0, str(ROOT / "tests" / "suite"))
+_ci_skips = importlib.import_module("ci_skips")
+pytest_runtest_makereport = _ci_skips.pytest_runtest_makereport
+pytest_make_collect_report = _ci_skips.pytest_make_collect_report
 
 SPARK_TOTAL = int(GB10_REFERENCE_TOTAL_GIB * GIB)
 

@@ -26,7 +26,9 @@ const bodies = JSON.parse(fs.readFileSync(0, 'utf8'));
 process.stdout.write(JSON.stringify(bodies.map((b) => [m.exports.topLevelModel(b), m.exports.topLevelCap(b)])));
 """
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node runs the door's njs router here")
+pytestmark = pytest.mark.skipif(
+    shutil.which("node") is None, reason="node runs the door's njs router here (scripts/lib.sh: ensure_node)"
+)
 
 
 def scan_both(bodies: list[str]) -> list[tuple[Any, int | None]]:

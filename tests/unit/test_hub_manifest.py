@@ -166,7 +166,9 @@ def snapshot(hf_home: Path) -> Path:
     return hf_home / "hub" / f"models--{OSS.replace('/', '--')}" / "snapshots" / COMMIT
 
 
-needs_hf = pytest.mark.skipif(not HF.exists(), reason="the hf CLI of huggingface_hub is not installed next to this Python")
+needs_hf = pytest.mark.skipif(
+    not HF.exists(), reason="the hf CLI of huggingface_hub is not installed next to this Python (scripts/lib.sh: ensure_hf)"
+)
 
 
 def test_a_gpt_oss_shaped_repository_is_staged_as_its_index_shards_and_serving_files(hub: HubServer, tmp_path: Path) -> None:

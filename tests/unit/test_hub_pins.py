@@ -124,7 +124,7 @@ def test_the_download_model_stage_runs_stages_exactly_the_pinned_commit_with_the
 
     hf = Path(sys.executable).parent / "hf"
     if not hf.exists():
-        pytest.skip("the hf CLI of huggingface_hub is not installed next to this Python")
+        pytest.skip("the hf CLI of huggingface_hub is not installed next to this Python (scripts/lib.sh: ensure_hf)")
     token = "hf_sparkfleetPinnedDownload0123456789"
     files = {"config.json": b'{"model_type": "llama"}', "model.safetensors": b"\0" * 64}
     with HubServer(Hub({REPO: Repo(files=files, revisions={"main": NEW}, gated_token=token)})) as server:

@@ -29,7 +29,9 @@ process.stdout.write(JSON.stringify(asks.map(([id, user, details]) =>
 """
 MANAGE = "org.freedesktop.systemd1.manage-units"
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node runs the polkit rule's JavaScript here")
+pytestmark = pytest.mark.skipif(
+    shutil.which("node") is None, reason="node runs the polkit rule's JavaScript here (scripts/lib.sh: ensure_node)"
+)
 
 
 def test_only_the_supervisors_may_start_stop_or_restart_only_this_hosts_instances(tmp_path: Path) -> None:

@@ -162,7 +162,7 @@ served = st.one_of(st.sampled_from(["org/tiny", "tiny:latest", "a.b_c-d"]), text
 drafters = st.one_of(st.none(), st.sampled_from(["org/draft", "/models/draft", "../x", "-h", "org/d\n"]), texts)
 
 
-@pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze is not installed")
+@pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze is not installed (scripts/lib.sh: ensure_systemd_analyze)")
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(names, served, drafters)
 def test_fuzzed_fields_through_the_planner_render_units_systemd_accepts(
@@ -182,7 +182,7 @@ def test_fuzzed_fields_through_the_planner_render_units_systemd_accepts(
     assert exec_start(unit)[1:] == plan["instances"][name]["argv"][1:]
 
 
-@pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze is not installed")
+@pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze is not installed (scripts/lib.sh: ensure_systemd_analyze)")
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(texts, texts, texts)
 def test_values_that_bypassed_validation_are_still_one_token_or_refused(
@@ -223,7 +223,7 @@ def test_values_that_bypassed_validation_are_still_one_token_or_refused(
     assert ["SPARKFLEET_FUZZ=" + env_value] in environment
 
 
-@pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze is not installed")
+@pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze is not installed (scripts/lib.sh: ensure_systemd_analyze)")
 def test_behind_the_door_the_unit_serves_on_its_socket_in_a_namespace_of_its_own(render: Any, tmp_path: Path) -> None:
     item = {
         "name": "tiny",
