@@ -24,6 +24,16 @@ python_path() {
   echo "$found"
 }
 
+# A Python X.Y that python_path finds, with the venv module ansible-test builds its sanity venvs with. A machine image
+# of this project's kind has pyenv's 3.11, 3.12 and 3.13; where one is missing, Debian's python3.X is installed if the
+# release has it (Debian 13 has 3.13, Debian 12 only 3.11), else python_path says which one is needed.
+ensure_python() {  # X.Y
+  local found
+  found="$(python_path "$1" 2>/dev/null)" && "$found" -c 'import ensurepip, venv' 2>/dev/null && return
+  apt_install "python$1" "python$1-venv" || true
+  found="$(python_path "$1")" && "$found" -c 'import ensurepip, venv'
+}
+
 # Debian packages, with the package lists refreshed only when an install from the current ones fails.
 apt_install() {  # PACKAGE...
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 \
