@@ -396,7 +396,7 @@ def link_findings(host: str, obs: LinkObservation) -> list[Finding]:
         out.append(
             Finding(area="link", check=f"bandwidth to {m.peer} over {m.device}", status=Status(status), detail=detail)
         )
-    hang = hang_finding(host, obs.ras)
+    hang = hang_finding(host, obs.ras, obs.platform)
     if hang is not None:
         out.append(hang)
     return out
@@ -405,13 +405,24 @@ def link_findings(host: str, obs: LinkObservation) -> list[Finding]:
 HANG_STATUS = {"progressing": Status.GREEN, "idle": Status.GREEN, "frozen": Status.YELLOW, "unknown": Status.YELLOW}
 
 
-def hang_finding(host: str, ras: dict[str, Any] | None) -> Finding | None:
-    """What NCCL's RAS and the GPU say of this member's communicators (sparkfleet.doctor.hang)."""
+def hang_finding(host: str, ras: dict[str, Any] | None, platform: str) -> Finding | None:
+    """What NCCL's RAS and the GPU say of this member's communicators (sparkfleet.doctor.hang).
+
+    Silence is no verdict: a member of a multi-node instance on NCCL whose RAS does not answer has a hang check
+    that cannot see, so it is yellow; only the cpu platform, whose ranks meet over gloo, has no NCCL to ask.
+    """
     if ras is None:
         return None
     if ras.get("error") or not ras.get("polls"):
-        detail = f"{ras.get('error') or 'no RAS poll'}: no NCCL communicator runs here, or its RAS is off"
-        return Finding(area="link", check="communicators", status=Status.GREEN, detail=detail)
+        silence = ras.get("error") or "no RAS poll"
+        if platform == "cpu":
+            detail = f"{silence}: the cpu platform's ranks meet over gloo, no NCCL communicator to poll"
+            return Finding(area="link", check="communicators", status=Status.GREEN, detail=detail)
+        detail = (
+            f"{silence}: a hang of this member's NCCL communicators could not be classified (RAS is NCCL 2.24's and"
+            " later, on unless NCCL_RAS_ENABLE=0; or no rank runs here now)"
+        )
+        return Finding(area="link", check="communicators", status=Status.YELLOW, detail=detail)
     gpu = ras.get("gpu")
     readings = [GpuReading(host=host, utilization=gpu["utilization"], watts=gpu["watts"])] if gpu else []
     verdict = classify([parse_ras(str(text)) for text in ras["polls"]], readings)

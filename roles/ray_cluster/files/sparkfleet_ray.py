@@ -62,6 +62,8 @@ def status(args: argparse.Namespace) -> int:
             "nodes": sorted(
                 (
                     {
+                        # A restarted node joins under a new id at the same address: the id tells a rejoin.
+                        "node_id": n["NodeID"],
                         "address": n["NodeManagerAddress"],
                         "cpus": n["Resources"].get("CPU", 0),
                         "gpus": n["Resources"].get("GPU", 0),
