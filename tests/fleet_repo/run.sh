@@ -76,7 +76,10 @@ run() {  # run PLAYBOOK N: no failure, and changed=0 unless this is a first run 
   ansible-playbook "$1" >"$log" 2>&1 || { tail -40 "$log"; echo "$1 failed" >&2; exit 1; }
   grep -A3 "PLAY RECAP" "$log" | grep -E "^$host " | tee "$log.recap"
   if [ "$1.$2" != "site.yml.1" ] || [ "$first" != first-may-change ]; then
-    grep -qE "changed=0 +unreachable=0 +failed=0" "$log.recap" || { echo "$1 run $2 changed the host" >&2; exit 1; }
+    grep -qE "changed=0 +unreachable=0 +failed=0" "$log.recap" || {
+      # The tasks that changed, each with its banner, so the failure says what moved.
+      grep -B8 -E "^changed: " "$log" | grep -E "^(TASK \[|changed: |[-+@]{1,3} )" | tail -40
+      echo "$1 run $2 changed the host" >&2; exit 1; }
   fi
   echo "$1 run $2: $(( $(date +%s) - start )) s"
 }
