@@ -19,9 +19,11 @@ from sparkfleet.planning.planner import plan
 
 def main() -> None:
     print(f"{'case':<44} {'quantity':<12} {'published':>12} {'predicted':>12} {'error':>8}  sample")
-    worst = 0.0
+    # The fit check (rows the constants were fitted to), the claim (rows held out), and the misses kept as such.
+    worst = {"in": 0.0, "out": 0.0, "known miss": 0.0}
     for case in CASES:
-        sample = "in (calibration)" if case.in_sample else "out"
+        group = "in" if case.in_sample else "known miss" if case.expected_failure else "out"
+        sample = {"in": "in (calibration)", "out": "out", "known miss": "out, known miss"}[group]
         try:
             result = plan(case.host(), get_profile(case.model), case.intent)
         except PlanError:
@@ -38,9 +40,12 @@ def main() -> None:
         got = {"kv_gib": result.memory.kv, "tokens": float(result.kv_tokens), "weights_gib": result.memory.weights}
         for quantity, published in case.expected.items():
             error = (got[quantity] - published) / published
-            worst = max(worst, abs(error))
+            worst[group] = max(worst[group], abs(error))
             print(f"{case.name:<44} {quantity:<12} {published:>12,.2f} {got[quantity]:>12,.2f} {error:>+7.1%}  {sample}")
-    print(f"worst absolute error: {worst:.1%}")
+    print(
+        f"worst absolute error: in sample (fit) {worst['in']:.1%}, out of sample (the claim) {worst['out']:.1%},"
+        f" known misses {worst['known miss']:.1%}"
+    )
 
 
 if __name__ == "__main__":
