@@ -164,14 +164,14 @@ ensure_nginx() {
 # A container runtime that boots systemd: podman with runc (crun refuses hybrid cgroups) and debootstrap.
 ensure_podman() {
   command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1 && command -v runc >/dev/null 2>&1 && return
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap >/dev/null
+  apt_install podman runc debootstrap
 }
 
 # Debian's Chromium, which the chat UI's browser test drives with Playwright (Playwright's own browser
 # download is not reachable from here).
 ensure_chromium() {
   command -v chromium >/dev/null 2>&1 && return
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  apt_install chromium
 }
 
 # node, which runs the door's njs router and the polkit rule's JavaScript in the unit tests (tests/unit/test_door_router.py,

@@ -9,7 +9,6 @@ annotations too, and those only template the numbers).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -32,8 +31,7 @@ SAMPLE = re.compile(r"^(?P<series>[a-z_]+\{[^}]*\}) (?P<value>\S+)$")
 def promtool() -> str:
     found = str(PROMTOOL) if PROMTOOL.exists() else shutil.which("promtool")
     if not found:
-        if os.environ.get("CI"):
-            pytest.fail("promtool is missing: scripts/test installs it (ensure_promtool)")
+        # Under CI=true the suite's skip hook turns this into a failure naming ensure_promtool (tests/suite/ci_skips.py).
         pytest.skip("no promtool here: run scripts/test, or source scripts/lib.sh and ensure_promtool")
     return found
 

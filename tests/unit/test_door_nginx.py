@@ -14,7 +14,6 @@ import hashlib
 import http.client
 import http.server
 import json
-import os
 import re
 import shutil
 import socket
@@ -47,8 +46,7 @@ UI_BURST = 8
 def nginx_binary() -> Path:
     binary = NGINX / "usr" / "sbin" / "nginx"
     if not binary.exists():
-        if os.environ.get("CI"):
-            pytest.fail("nginx is missing: scripts/test unpacks it (ensure_nginx)")
+        # Under CI=true the suite's skip hook turns this into a failure naming ensure_nginx (tests/suite/ci_skips.py).
         pytest.skip("no nginx here: run scripts/test, or source scripts/lib.sh and ensure_nginx")
     return binary
 
