@@ -7,6 +7,8 @@ of it:
   - nested: deeply nested arrays (what made a full JSON parse grow nginx by 151 MiB for 2 MiB);
   - keys: many short top-level keys (each parsed key cost the old router 33 bytes per body byte);
   - chat: an ordinary long conversation;
+  - escaped: one string of escaped quotes (a backslash and a quote, repeated), which the router once skipped as
+    one step, holding the worker for seconds (issue 61);
 The model is one the host does not serve, so the router answers 404 itself and what is measured is nginx
 alone (buffer and scan), not vLLM. While they are in flight a keyed `GET /v1/models` is sent every 50 ms
 on its own connection: its latency is what any other client of the door sees meanwhile. Last, one body a
@@ -78,6 +80,8 @@ def body(shape, size):
         return ('{"messages": ' + "[" * depth + "]" * depth + ", " + tail).encode()
     if shape == "keys":
         return ("{" + "".join('"k%06d":0,' % (i % 1000000) for i in range(room // 12)) + " " + tail).encode()
+    if shape == "escaped":
+        return ('{"prompt": "' + '\\"' * (room // 2 - 8) + '", ' + tail).encode()
     turn = json.dumps({"role": "user", "content": "Tell me about unified memory on the GB10. " * 8}) + ", "
     return ('{"messages": [' + turn * (room // len(turn)) + '{"role": "user", "content": "go"}], ' + tail).encode()
 
@@ -126,7 +130,8 @@ def run(shape):
             "probe_p50_s": latencies[len(latencies) // 2] if latencies else None,
             "probe_statuses": sorted({p[1] for p in probes})}
 
-results = [run(shape) for shape in ("nested", "keys", "chat")]
+shapes = sys.argv[6].split(",") if len(sys.argv) > 6 else ["nested", "keys", "chat", "escaped"]
+results = [run(shape) for shape in shapes]
 over = body("chat", limit + 65536)
 print(json.dumps({"limit_bytes": limit, "concurrency": concurrency, "memory_max": memory_max(), "results": results,
                   "over_limit_status": request("POST", send_path, over, target == "door")}))
@@ -139,6 +144,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--webui", action="store_true", help="send the bodies to the chat UI instead")
     parser.add_argument("--path", default="", help="the path the bodies go to (default: the door's chat, the UI's sign-in)")
+    parser.add_argument("--shapes", default="nested,keys,chat,escaped", help="which bodies, comma-separated")
     args = parser.parse_args()
     key = ROOT / ".cache" / "sandbox-client-key"
     # The key travels as a file, never on an argv.
@@ -147,7 +153,7 @@ def main() -> int:
     path = args.path or ("/api/v1/auths/signin" if args.webui else "/v1/chat/completions")
     argv = ["podman", "exec", "-i", args.host, "python3", "-", str(args.concurrency), "/root/.sandbox-client-key"]
     run = subprocess.run(
-        [*argv, "sparkfleet-benchmark/no-such-model", target, path],
+        [*argv, "sparkfleet-benchmark/no-such-model", target, path, args.shapes],
         input=CLIENT,
         capture_output=True,
         text=True,

@@ -13,7 +13,8 @@ description:
   - Returns the directories to make (each instance account's caches, seeded from the caches the instances shared
     before; the socket directories behind the front door), each instance's environment file (a template, secrets),
     its plan (a file) and its unit and watchdog units (templates that see C(__vllm_serve_instance) and
-    C(__vllm_serve_this)), for M(sparkfleet.vllm.files).
+    C(__vllm_serve_this)), and each watched instance's start metrics file in node_exporter's textfile directory
+    (made once for the supervisors' account, which writes it in place), for M(sparkfleet.vllm.files).
 positional: instances, layout
 options:
   _input:
@@ -29,7 +30,7 @@ options:
     description:
       - The role's paths, accounts and switches (C(config_dir), C(shared_cache_dir), C(instance_cache_dir),
         C(cache_names), C(group), C(service_user), C(supervisor_group), C(door_worker_group), C(watchdog),
-        C(render_only)).
+        C(textfile_dir), C(render_only)).
     type: dict
     required: true
 extends_documentation_fragment:
@@ -47,7 +48,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(directories), C(env_templates), C(plans) and C(unit_templates), each a list of the files module's entries.
+  description: C(directories), C(env_templates), C(plans), C(unit_templates) and C(metric_files), each a list of the files module's entries.
   type: dict
 """
 

@@ -96,6 +96,14 @@ options:
         description: Whether diff mode shows this file's content; set V(false) for files holding secrets.
         type: bool
         default: true
+      keep_content:
+        description:
+          - The content is only the new file's first; a file that exists keeps what it holds and gets only its owner,
+            group and mode. For a file another program writes in place (a metrics file made here for an account that
+            may not create files in its directory).
+        type: bool
+        default: false
+        version_added: 0.14.0
   templates:
     description:
       - Files rendered from the role's templates on the controller (as the P(ansible.builtin.template#lookup) lookup
@@ -405,7 +413,7 @@ def ensure(module, spec, planned):
     wanted = spec["content"].encode("utf-8")
     parent_changed = ensure_parent(module, spec, planned)
     current = read_current(dest) if os.path.isdir(os.path.dirname(dest)) else None
-    content_changed = current != wanted
+    content_changed = current != wanted and not (spec["keep_content"] and current is not None)
     entry = {"dest": dest, "changed": parent_changed or content_changed, "content_changed": content_changed}
     if content_changed and spec["diff"] and module._diff:
         entry["before"] = text_for_diff(current)
@@ -435,6 +443,7 @@ def main():
                     "validate": {"type": "str"},
                     "parent_mode": {"type": "str"},
                     "diff": {"type": "bool", "default": True},
+                    "keep_content": {"type": "bool", "default": False},
                 },
             },
             "directories": {

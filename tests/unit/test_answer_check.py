@@ -234,6 +234,8 @@ def test_the_watchdog_counts_a_wrong_answer_as_a_miss_and_restarts(tmp_path: Pat
     restarts: list[list[str]] = []
     monkeypatch.setattr(probe, "unit_state", lambda unit: ("active", 1000.0, False))
     monkeypatch.setattr(probe, "request", lambda *_, **__: (200, json.dumps(chat_reply(next(answers)))))
+    # A wrong answer counts whatever vLLM's counters say: none here.
+    monkeypatch.setattr(probe, "read_counters", lambda url: None)
     monkeypatch.setattr(probe.subprocess, "run", lambda argv, **_: restarts.append(argv))
     monkeypatch.setattr(probe.time, "monotonic", lambda: 1100.0)
     args = SimpleNamespace(

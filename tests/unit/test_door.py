@@ -29,7 +29,9 @@ def host(*instances: tuple[str, int, dict[str, object]], behind_door: bool = Tru
             name=name,
             profile=get_profile(NANO),
             model_ref=NANO,
-            intent=Intent(trust_remote_code=True, port=port, max_context=8192, concurrency=1, **intent),  # type: ignore[arg-type]
+            intent=Intent.model_validate(
+                {"trust_remote_code": True, "port": port, "max_context": 8192, "concurrency": 1} | intent
+            ),
         )
         for name, port, intent in instances
     ]
@@ -275,3 +277,25 @@ def test_a_multimodal_model_takes_room_for_its_images() -> None:
     assert mib == 6 + 1 + 32 and "base64 images" in why
     assert max_request_mib(262144, multimodal=False) == (7, "262144 tokens x 24 B + 1 MiB of envelope (text only)")
     assert max_request_mib(4096, multimodal=True, override=3) == (3, "intent.max_request_mib")
+
+
+@pytest.mark.parametrize(
+    ("seqs", "limits", "admitted"),
+    [
+        # A key holds one sequence fewer than the instance runs; the instance one more batch in vLLM's queue.
+        (4, {}, (8, 3)),
+        (8, {}, (16, 7)),
+        # One sequence: a key may hold it (nothing is left to reserve), and one more waits.
+        (1, {}, (2, 1)),
+        # One tenant: a key may take every sequence; no queue beyond them.
+        (4, {"reserved_sequences": 0, "instance_queue": 0}, (4, 4)),
+    ],
+)
+def test_each_instance_admits_its_sequences_and_a_bounded_queue_and_a_key_a_share(
+    seqs: int, limits: dict[str, int], admitted: tuple[int, int]
+) -> None:
+    plan = door(host(("chat", 8000, {"served_name": "chat", "concurrency": seqs})), limits=limits)
+    route = plan["routes"][0]  # type: ignore[index]
+    assert route["max_num_seqs"] == seqs
+    assert (route["in_flight"], route["key_in_flight"]) == admitted
+    assert f"chat {admitted[0]} in flight ({seqs} running" in " ".join(plan["reasons"])  # type: ignore[arg-type]

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from conftest import spark
 from rendering import TemplateRenderer
-from test_door import KEY_A, NANO, door
+from test_door import KEY_A, KEY_B, NANO, door
 
 from sparkfleet.catalog import get_profile
 from sparkfleet.models import Intent
@@ -41,6 +41,9 @@ ROLE = ROOT / "roles" / "front_door"
 ANONYMOUS_BURST = 5
 HEADER_TIMEOUT_S = 2
 UI_BURST = 8
+KEY_C = "c" * 40
+# The chat instance runs this many sequences at once: a key's share is one fewer.
+CHAT_SEQS = 3
 
 
 def nginx_binary() -> Path:
@@ -149,6 +152,10 @@ def door_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ss
         "webui_burst": UI_BURST,
         "webui_per_minute": 1,
         "large_body_concurrency": 1,
+        # One request queued beyond the running ones: three keys reach the instance's bound.
+        "instance_queue": 1,
+        "sign_in_per_minute": 1,
+        "sign_in_burst": 2,
     }
     # A text model and an omni model (audio, video, an image a request) behind one door.
     requests = [
@@ -156,13 +163,13 @@ def door_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ss
             name=name,
             profile=get_profile(model),
             model_ref=model,
-            intent=Intent(trust_remote_code=True, port=port, max_context=8192, concurrency=1, served_name=name),
+            intent=Intent(trust_remote_code=True, port=port, max_context=8192, concurrency=seqs, served_name=name),
         )
-        for name, model, port in (("chat", NANO, 8000), ("omni", OMNI, 8001))
+        for name, model, port, seqs in (("chat", NANO, 8000, CHAT_SEQS), ("omni", OMNI, 8001, 1))
     ]
     plan: dict[str, Any] = door(
         plan_host(spark(), requests, "vllm_serve_instances", True),
-        clients=[{"name": "alice", "key": KEY_A}],
+        clients=[{"name": "alice", "key": KEY_A}, {"name": "bob", "key": KEY_B}, {"name": "carol", "key": KEY_C}],
         address="127.0.0.1",
         port=port,
         limits=limits,
@@ -400,6 +407,10 @@ def test_a_body_reaches_the_ui_only_from_a_signed_in_browser(door_url: Any) -> N
     assert ask(door_url, "POST", "/api/v1/chats/new", body={"chat": {}}, extra=wrong, ui=True)[0] == 401
     assert UI_BODIES == []
     assert ask(door_url, "GET", "/api/v1/chats/", ui=True)[0] == 200
+    # Issue 61: a GET carrying a body is no read: it too needs the session before the UI sees a byte.
+    status, _, _ = ask(door_url, "GET", "/api/v1/chats/", body={"chat": {"t": "x" * 500_000}}, ui=True)
+    assert status == 401
+    assert UI_BODIES == []
 
 
 def test_the_ui_port_takes_small_sign_in_bodies_and_limits_each_address(door_url: Any) -> None:
@@ -416,3 +427,43 @@ def test_the_ui_port_takes_small_sign_in_bodies_and_limits_each_address(door_url
     assert ask(door_url, "POST", "/api/v1/files/", body={"data": "x" * 200_000}, extra=signed_in, ui=True)[0] == 200
     statuses = [ask(door_url, "POST", "/api/v1/files/", body={}, extra=signed_in, ui=True)[0] for _ in range(UI_BURST + 3)]
     assert statuses.count(429) >= 3 and statuses[0] == 200
+
+
+def test_a_heavy_key_fills_only_its_share_of_an_instance_and_another_key_goes_straight_through(door_url: Any) -> None:
+    """Issue 61: one key holds at most max_num_seqs - 1 of an instance's requests; the next is 429 with Retry-After,
+    while a second key's request is admitted at once; the instance's own bound (its sequences and a queue of 1)
+    turns away a third key."""
+    held = {"model": "chat", "messages": [], "hold_s": 3}
+    plan_share, bound = CHAT_SEQS - 1, CHAT_SEQS + 1
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        alice = [pool.submit(ask, door_url, "POST", "/v1/chat/completions", KEY_A, held) for _ in range(plan_share)]
+        time.sleep(1.0)
+        status, headers, text = ask(door_url, "POST", "/v1/chat/completions", KEY_A, CHAT)
+        assert status == 429 and headers["retry-after"] == "2", text
+        assert f"this key has {plan_share} of its requests in flight, its share of the model" in text, text
+        assert ask(door_url, "POST", "/v1/chat/completions", KEY_B, CHAT)[0] == 200
+        bob = pool.submit(ask, door_url, "POST", "/v1/chat/completions", KEY_B, held)
+        bob_again = pool.submit(ask, door_url, "POST", "/v1/chat/completions", KEY_B, held)
+        time.sleep(1.0)
+        status, _, text = ask(door_url, "POST", "/v1/chat/completions", KEY_C, CHAT)
+        assert status == 429 and f"or the model has {bound}" in text, text
+        # The other instance is admitted on its own bound.
+        assert ask(door_url, "POST", "/v1/chat/completions", KEY_C, {"model": "omni", "messages": []})[0] == 200
+        assert [f.result(timeout=20)[0] for f in [*alice, bob, bob_again]] == [200] * (plan_share + 2)
+    assert ask(door_url, "POST", "/v1/chat/completions", KEY_A, CHAT)[0] == 200
+
+
+def test_sign_in_guesses_are_limited_per_address(door_url: Any) -> None:
+    """Issue 61: 1,200 guesses a minute reached the UI; now a burst of 2 and one a minute (the fixture's), from an
+    address of its own (127.0.0.2), whose general allowance on the UI's port (a burst of 8) is untouched."""
+    host_name, port = door_url[2].split(":")
+    body = json.dumps({"email": "a@example.com", "password": "guess"})
+    statuses = []
+    for _ in range(6):
+        connection = http.client.HTTPSConnection(
+            host_name, int(port), context=door_url[1], timeout=10, source_address=("127.0.0.2", 0)
+        )
+        connection.request("POST", "/api/v1/auths/signin", body=body)
+        statuses.append(connection.getresponse().status)
+        connection.close()
+    assert statuses == [200, 200, 200, 429, 429, 429]

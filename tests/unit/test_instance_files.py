@@ -18,6 +18,7 @@ LAYOUT = FilesLayout(
     supervisor_group="sparkfleet-supervisor",
     door_worker_group="sparkfleet-door",
     watchdog=True,
+    textfile_dir="/var/lib/prometheus/node-exporter",
 )
 PLAN = {
     "accounts": {"chat": "sparkfleet-vllm-chat"},
@@ -100,3 +101,19 @@ def test_only_instances_whose_own_files_changed_restart() -> None:
     assert changed_instances(["chat", "big", "chat2"], written, []) == {"chat": True, "big": False, "chat2": False}
     assert changed_instances(["big"], ["/etc/sparkfleet/big.plan.json"], []) == {"big": True}
     assert changed_instances(["big"], [], ["big"]) == {"big": True}
+
+
+def test_each_watched_instance_gets_its_start_metrics_file_made_for_the_watchdogs_account() -> None:
+    """Issue 61: node_exporter's directory is root's alone; the watchdog writes only the file made for it, in place."""
+    plan = PLAN | {"ranks": {"big": {"model": "org/big", "node_rank": 1, "headless": True}}}
+    assert instance_files(plan, INSTANCES, LAYOUT)["metric_files"] == [
+        {
+            "dest": "/var/lib/prometheus/node-exporter/sparkfleet_start_chat.prom",
+            "content": "",
+            "keep_content": True,
+            "owner": "sparkfleet-supervisor",
+            "group": "root",
+            "mode": "0644",
+        }
+    ]
+    assert instance_files(plan, INSTANCES, LAYOUT.model_copy(update={"watchdog": False}))["metric_files"] == []

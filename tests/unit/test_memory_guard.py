@@ -60,8 +60,9 @@ def meminfo_text(available_gib: float, cached_gib: float = 3.0) -> str:
 class FakeSystemd:
     """`systemctl show` and `systemctl stop` against unit states held here."""
 
-    def __init__(self, states: dict[str, tuple[str, float]]) -> None:
+    def __init__(self, states: dict[str, tuple[str, float]], unit_files: dict[str, str] | None = None) -> None:
         self.states = states  # unit -> (ActiveState, ActiveEnterTimestampMonotonic in seconds)
+        self.unit_files = unit_files or {}  # unit -> UnitFileState (enabled unless named)
         self.calls: list[list[str]] = []
 
     def run(self, argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
@@ -70,7 +71,9 @@ class FakeSystemd:
             units = [a for a in argv[2:] if not a.startswith("--")]
             blocks = [
                 f"Id={u}\nActiveState={self.states.get(u, ('inactive', 0))[0]}\n"
-                f"ActiveEnterTimestampMonotonic={int(self.states.get(u, ('inactive', 0))[1] * 1e6)}\nControlGroup="
+                f"SubState={'running' if self.states.get(u, ('inactive', 0))[0] == 'active' else 'dead'}\n"
+                f"ActiveEnterTimestampMonotonic={int(self.states.get(u, ('inactive', 0))[1] * 1e6)}\nControlGroup=\n"
+                f"UnitFileState={self.unit_files.get(u, 'enabled')}"
                 for u in units
             ]
             return subprocess.CompletedProcess(argv, 0, "\n\n".join(blocks) + "\n", "")
@@ -127,6 +130,7 @@ def test_under_the_floor_it_stops_the_starting_instance_not_the_larger_one(
         "MemAvailable 1.50 GiB is under the 2.00 GiB starting floor; stopping sparkfleet-vllm-small.service (starting"
         in said
     )
+    assert "The host's largest holders now (host-side memory): " in said
     metrics = host["textfile"].read_text()
     assert 'sparkfleet_memory_guard_stops_total{sparkfleet_instance="small"} 1' in metrics
     # An instance never stopped has its count too (0), so the alert's increase() sees the first stop.
@@ -374,3 +378,132 @@ def test_a_textfile_directory_it_may_not_write_costs_the_metrics_never_the_guard
     assert json.loads(host["state"].read_text())["phase"] in ("starting", "serving")
     said = capsys.readouterr().err
     assert said.count("cannot write") == 1 and "guarding on without it" in said
+
+
+def serving(names: tuple[str, ...] = ("big", "small")) -> dict[str, tuple[str, float]]:
+    for name in names:
+        (Path(guard.STATE_DIR) / f"watchdog-{name}.json").write_text(json.dumps({"since": 10.0, "ready_seen": True}))
+    return {f"sparkfleet-vllm-{name}.service": ("active", 10.0) for name in names}
+
+
+def starts(systemd: FakeSystemd) -> list[str]:
+    return [c[-1] for c in systemd.calls if c[:2] == ["systemctl", "start"]]
+
+
+def test_the_guard_brings_back_what_it_stopped_once_its_start_has_stayed_affordable(
+    host: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 61: a burst that went away leaves no model down for good. big needs 62 GiB to start and the starting
+    floor is 2 GiB: MemAvailable must stay at 64 GiB or more for the table's 60 s."""
+    systemd = FakeSystemd(serving())
+    monkeypatch.setattr(guard.subprocess, "run", systemd.run)
+    clock = {"now": 5000.0}
+    monkeypatch.setattr(guard.time, "time", lambda: clock["now"])
+    g = make_guard(host)
+    host["meminfo"].write_text(meminfo_text(0.9))
+    g.check()
+    assert [c[-1] for c in systemd.calls if c[1] == "stop"] == ["sparkfleet-vllm-big.service"]
+    systemd.states["sparkfleet-vllm-big.service"] = ("inactive", 10.0)
+    for seconds, available in ((1, 70.0), (30, 70.0), (40, 63.0), (50, 70.0), (109, 70.0)):
+        clock["now"] = 5000.0 + seconds
+        host["meminfo"].write_text(meminfo_text(available))
+        g.check()
+    # 63 GiB at 40 s is under the 64 its start needs: the 60 s count again from 50 s.
+    assert starts(systemd) == []
+    clock["now"] = 5111.0
+    g.check()
+    assert starts(systemd) == ["sparkfleet-vllm-big.service"]
+    said = capsys.readouterr().out
+    assert "starting sparkfleet-vllm-big.service again (try 1 of 3): MemAvailable 70.00 GiB has stayed above the " in said
+    assert "64.00 GiB its start needs (its 62.00 GiB and the 2.00 GiB starting floor) for 61 s" in said
+    metrics = host["textfile"].read_text()
+    assert 'sparkfleet_memory_guard_returns_total{sparkfleet_instance="big"} 1' in metrics
+    assert 'sparkfleet_memory_guard_stopped{sparkfleet_instance="big"} 1' in metrics
+    # Back, and seen answering right since its new start: no longer the guard's to bring back.
+    systemd.states["sparkfleet-vllm-big.service"] = ("active", 1100.0)
+    (Path(guard.STATE_DIR) / "watchdog-big.json").write_text(json.dumps({"since": 1100.0, "ready_seen": True}))
+    g.check()
+    assert "sparkfleet-vllm-big.service serves again" in capsys.readouterr().out
+    assert 'sparkfleet_memory_guard_stopped{sparkfleet_instance="big"} 0' in host["textfile"].read_text()
+    clock["now"] = 6000.0
+    g.check()
+    assert starts(systemd) == ["sparkfleet-vllm-big.service"]
+
+
+def test_a_return_that_never_comes_back_is_tried_a_bounded_number_of_times(
+    host: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    systemd = FakeSystemd(serving())
+    monkeypatch.setattr(guard.subprocess, "run", systemd.run)
+    clock = {"now": 5000.0}
+    monkeypatch.setattr(guard.time, "time", lambda: clock["now"])
+    g = make_guard(host)
+    host["meminfo"].write_text(meminfo_text(0.9))
+    g.check()
+    # Each start is refused (its admission, or it fails): the unit is inactive again at the next reading.
+    systemd.states["sparkfleet-vllm-big.service"] = ("inactive", 10.0)
+    host["meminfo"].write_text(meminfo_text(70.0))
+    for step in range(10):
+        clock["now"] = 5000.0 + 61 * step
+        g.check()
+    assert starts(systemd) == ["sparkfleet-vllm-big.service"] * 3
+    assert "was started 3 times since the guard stopped it and is not back: it stays stopped" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("on_demand", "unit_file", "said"),
+    [
+        (True, "enabled", "is switched on demand: its next request starts it (the door's activator)"),
+        (False, "disabled", "is no longer enabled (disabled): it stays stopped"),
+    ],
+)
+def test_an_on_demand_or_disabled_instance_is_not_brought_back(  # noqa: PLR0917 - fixtures and parameters
+    host: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    on_demand: bool,
+    unit_file: str,
+    said: str,
+) -> None:
+    plan = table()
+    plan["instances"]["big"]["on_demand"] = on_demand
+    host["table"].write_text(json.dumps(plan))
+    systemd = FakeSystemd(serving(), {"sparkfleet-vllm-big.service": unit_file})
+    monkeypatch.setattr(guard.subprocess, "run", systemd.run)
+    clock = {"now": 5000.0}
+    monkeypatch.setattr(guard.time, "time", lambda: clock["now"])
+    g = make_guard(host)
+    host["meminfo"].write_text(meminfo_text(0.9))
+    g.check()
+    systemd.states["sparkfleet-vllm-big.service"] = ("inactive", 10.0)
+    host["meminfo"].write_text(meminfo_text(70.0))
+    for step in range(3):
+        clock["now"] = 5000.0 + 61 * step
+        g.check()
+    assert starts(systemd) == []
+    assert f"sparkfleet-vllm-big.service {said}" in capsys.readouterr().out
+
+
+def test_a_stop_names_the_hosts_largest_memory_holders(tmp_path: Path) -> None:
+    """What took the memory may be no instance of ours: the stop's journal line names the largest cgroups."""
+    for slice_dir, unit, held in (
+        ("system.slice", "sparkfleet-vllm-big.service", 60 * GIB),
+        ("system.slice", "nginx.service", 30 * 1024**2),
+        ("user.slice", "user-1000.slice", 40 * GIB),
+        ("system.slice", "sparkfleet-webui.service", GIB),
+    ):
+        (tmp_path / slice_dir / unit).mkdir(parents=True)
+        (tmp_path / slice_dir / unit / "memory.current").write_text(f"{held}\n")
+    assert guard.top_holders(str(tmp_path)) == [
+        ("sparkfleet-vllm-big.service", 60 * GIB),
+        ("user-1000.slice", 40 * GIB),
+        ("sparkfleet-webui.service", GIB),
+    ]
+
+
+def test_on_a_cgroup_v1_host_the_holders_come_from_its_memory_controller(tmp_path: Path) -> None:
+    """Hybrid hosts (the sandbox's containers) keep memory figures under memory/, as usage_in_bytes."""
+    for unit, held in (("sparkfleet-vllm-tiny.service", 3 * GIB), ("nginx.service", 40 * 1024**2)):
+        (tmp_path / "memory" / "system.slice" / unit).mkdir(parents=True)
+        (tmp_path / "memory" / "system.slice" / unit / "memory.usage_in_bytes").write_text(f"{held}\n")
+    assert guard.top_holders(str(tmp_path)) == [("sparkfleet-vllm-tiny.service", 3 * GIB), ("nginx.service", 40 * 1024**2)]

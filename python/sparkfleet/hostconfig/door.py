@@ -20,6 +20,7 @@ from ..errors import PlanError, from_validation
 from ..models import ServePlan, Strict
 from ..planning.hostplan import RESERVED_PORTS, HostPlan
 from ..planning.requestsize import text_mib
+from .doorlimits import DoorLimits, admission
 from .doormemory import NGINX_BASE_MIB, door_memory
 
 # What a client may call, by what the instance serves. Everything else answers 404 (with a key) or 401.
@@ -61,42 +62,6 @@ class DoorClient(Strict):
         if not _SHA256.fullmatch(value):
             raise ValueError("not a SHA-256 hex digest")
         return value
-
-
-class DoorLimits(Strict):
-    """Per client key (the anonymous_* limits: per address, for requests without a valid key); a request over a
-    limit gets 429."""
-
-    requests_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 600
-    burst: Annotated[int, Field(ge=0, le=100_000)] = 60
-    concurrency: Annotated[int, Field(ge=1, le=100_000)] = 32
-    # Requests whose body is larger than any model's text takes (media: audio, video, images), or of a length not
-    # given, in flight at once on the host whatever their key; past it, 429. nginx buffers a body whole before the
-    # router knows its model, so this, not each key's concurrency, bounds what media bodies hold.
-    large_body_concurrency: Annotated[int, Field(ge=1, le=1000)] = 2
-    # A cap over every instance's own body limit (its plan's max_request_mib); null: no cap beyond those.
-    max_body_mib: Annotated[int, Field(ge=1, le=1024)] | None = None
-    # Long generations and streams: the upstream may be silent this long between two bytes.
-    read_timeout_s: Annotated[int, Field(ge=10, le=86_400)] = 3600
-    # A client must send its TLS handshake and its whole request head within this (nginx's default is 60 s): a
-    # connection held open with a partial head costs a worker connection for no request.
-    header_timeout_s: Annotated[int, Field(ge=2, le=300)] = 10
-    # While an instance starts or restarts the door answers 503 and asks clients to retry after this.
-    retry_after_s: Annotated[int, Field(ge=1, le=3600)] = 10
-    # A request for a stopped on-demand model waits this long for it to start and answer right, then
-    # gets 503 with Retry-After (the start goes on; a later request finds it ready).
-    on_demand_wait_s: Annotated[int, Field(ge=10, le=3600)] = 600
-    # Requests without a valid key (a scan, a guessed key) count per client address: past the burst they get
-    # 429. Generous enough for a client that lost its key, tight enough that a flood costs the door little.
-    anonymous_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 600
-    anonymous_burst: Annotated[int, Field(ge=0, le=100_000)] = 300
-    anonymous_concurrency: Annotated[int, Field(ge=1, le=100_000)] = 16
-    # The chat UI's port takes no key, so it counts every request per client address. A page load fetches
-    # about a hundred scripts and styles at once, hence the burst; webui_concurrency counts only requests with
-    # a body (not GET or HEAD), since over HTTP/2 each of those scripts is a request in flight.
-    webui_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 1200
-    webui_burst: Annotated[int, Field(ge=0, le=100_000)] = 300
-    webui_concurrency: Annotated[int, Field(ge=1, le=100_000)] = 32
 
 
 class DoorWebui(Strict):
@@ -156,6 +121,11 @@ class DoorRoute(Strict):
     # A reasoning model's floor for a request's output cap (its plan's min_max_tokens): the door cautions a request
     # under it (its log, X-Sparkfleet-Caution) and lets it through; None for a model that answers at once.
     min_max_tokens: int | None = None
+    # Admission: the sequences it runs at once (its plan's max_num_seqs), the requests it may hold in flight (those
+    # and a bounded queue) and what one key may hold of them (fewer than it runs, so another key gets a sequence).
+    max_num_seqs: int = 1
+    in_flight: int = 1
+    key_in_flight: int = 1
 
 
 class Switched(Strict):
@@ -319,6 +289,7 @@ def door_routes(host_plan: HostPlan, settings: DoorSettings) -> list[DoorRoute]:
                     text_mib(served.max_model_len), served.max_request_mib, settings.limits.max_body_mib or 1024
                 ),
                 min_max_tokens=served.min_max_tokens,
+                **admission(served.max_num_seqs, settings.limits),
             )
         )
     return routes
@@ -363,6 +334,14 @@ def _door_reasons(
         "request bodies: "
         + ", ".join(f"{r.served_name} up to {r.max_body_mib} MiB" for r in routes)
         + " (each instance's plan sizes it to its context; 413 above)",
+        "admission per instance: "
+        + ", ".join(
+            f"{r.served_name} {r.in_flight} in flight ({r.max_num_seqs} running, the rest in vLLM's queue), "
+            f"{r.key_in_flight} of them a key's"
+            for r in routes
+        )
+        + "; past either 429 with Retry-After, so a heavy key slows itself and another key's request is scheduled "
+        "at once (a key's share leaves front_door_limits.reserved_sequences of the running ones to others)",
         memory_why,
     ]
     if activator:

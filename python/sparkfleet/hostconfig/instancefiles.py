@@ -34,6 +34,9 @@ class FilesLayout(Strict):
     supervisor_group: str
     door_worker_group: str
     watchdog: bool
+    # node_exporter's textfile directory: root's alone to write; each instance's start metrics file in it is made here,
+    # owned by the supervisors' account, whose watchdog writes it in place (and makes no other file there).
+    textfile_dir: str
     # Rendered only: no instance runs, no account it needs exists, nothing is made.
     render_only: bool = False
 
@@ -146,7 +149,31 @@ def instance_files(plan: dict[str, Any], instances: list[dict[str, Any]], layout
             for instance in instances
         ],
         "unit_templates": unit_templates(plan, instances, layout),
+        "metric_files": metric_files(plan, instances, layout),
     }
+
+
+def start_metrics_path(textfile_dir: str, name: str) -> str:
+    """Where an instance's start metrics go (sparkfleet_start.py writes there)."""
+    return f"{textfile_dir}/sparkfleet_start_{name.replace('-', '_')}.prom"
+
+
+def metric_files(plan: dict[str, Any], instances: list[dict[str, Any]], layout: FilesLayout) -> list[dict[str, Any]]:
+    """Each watched instance's start metrics file, made empty once and then the watchdog's to write in place."""
+    if layout.render_only or not layout.watchdog:
+        return []
+    return [
+        {
+            "dest": start_metrics_path(layout.textfile_dir, instance["name"]),
+            "content": "",
+            "keep_content": True,
+            "owner": layout.supervisor_group,
+            "group": "root",
+            "mode": "0644",
+        }
+        for instance in instances
+        if not _this(plan, instance).get("headless")
+    ]
 
 
 def changed_instances(names: list[str], changed_files: list[str], templates_changed: list[str]) -> dict[str, bool]:

@@ -42,6 +42,11 @@ GUARD_FLOOR_SOURCE = {
 # judges again (a stop of vLLM returns once its processes are gone; the kernel frees their pages right after).
 GUARD_INTERVAL_S = 1.0
 GUARD_SETTLE_S = 5.0
+# An always-on instance the guard stopped is started again (through its start admission) once MemAvailable has stayed
+# above what its start needs for this long: a tenant's burst that went away leaves no model down for good, and one
+# that keeps coming back costs at most this many starts per stop (issue 61).
+GUARD_RETURN_AFTER_S = 60.0
+GUARD_RETURN_TRIES = 3
 
 # A start's budget: engine init, profiling and CUDA-graph capture; the weights read at the slowest storage the
 # field reports; FlashInfer's first-start kernel compiles where the release has no prebuilt kernels.
@@ -139,6 +144,8 @@ class GuardPlan(Strict):
     floor_serving_bytes: Annotated[int, Field(gt=0)]
     interval_s: Annotated[float, Field(gt=0)] = GUARD_INTERVAL_S
     settle_s: Annotated[float, Field(ge=0)] = GUARD_SETTLE_S
+    return_after_s: Annotated[float, Field(ge=0)] = GUARD_RETURN_AFTER_S
+    return_tries: Annotated[int, Field(ge=0)] = GUARD_RETURN_TRIES
     instances: dict[str, GuardedInstance] = Field(default_factory=dict)
     reservations: tuple[Reservation, ...] = RESERVATIONS
     # The guard's own unit keeps this much under reclaim (counted in system.slice's reservation).
@@ -172,7 +179,9 @@ def guard_plan(platform: Platform, instances: dict[str, tuple[ServePlan, float, 
             f"MemAvailable is kept above {floors['starting']} GiB while an instance starts and {floors['serving']} GiB "
             "while all serve: under it the guard stops the starting instance, else the one holding the most; never "
             "sshd, the door or monitoring. MemoryMax bounds only host-side RAM: on GB10 cgroups do not see what "
-            "the GPU allocates"
+            f"the GPU allocates. An always-on instance it stopped is started again once MemAvailable has stayed above "
+            f"what its start needs for {GUARD_RETURN_AFTER_S:.0f} s, {GUARD_RETURN_TRIES} tries a stop; an on-demand "
+            "one on its next request"
         ),
         source=f"{GUARD_SOURCE}; {GUARD_FLOOR_SOURCE[platform]}",
     )

@@ -63,8 +63,11 @@ function scanState(body) {
     }
     // done: null (not a JSON object), true (scanned); valueAt/valueEnd: the last model's string, or -1;
     // caps: the last max_tokens and max_completion_tokens, each a non-negative integer or null.
+    // stringAt: the opening quote of a string a slice ran out in (-1: none), pos, nextQuote, nextSlash: where its
+    // walk is (stringEnd).
     return {buf: buf, n: n, i: i, depth: 0, key: KEY_OTHER, expectValue: false, valueAt: -1, valueEnd: -1,
-        caps: [null, null], done: i < n && buf[i] === OPEN ? false : null};
+        caps: [null, null], done: i < n && buf[i] === OPEN ? false : null, stringAt: -1, pos: 0, nextQuote: -1,
+        nextSlash: -1, stringSteps: 0};
 }
 
 // A hex digit's value, or a value no letter of "model" can reach.
@@ -144,32 +147,68 @@ function readCap(st, i) {
     return j > i ? j : i;
 }
 
-// Takes up to `steps` more steps (a byte, or a whole string); returns false while bytes remain, else sets
-// st.done (true or null).
+// Where the string whose content starts at st.pos ends (the index of its closing quote): each escape is a step
+// (a body of nothing but escaped quotes or backslashes is walked an escape at a time, not in one go), and both
+// searches are remembered, so every byte is looked at once. At most `steps` steps: returns -2 when they ran out
+// (st keeps where it is), -1 when the body ends inside the string.
+function stringEnd(st, steps) {
+    var buf = st.buf, pos = st.pos, quote = st.nextQuote, slash = st.nextSlash, taken = 0;
+    for (;;) {
+        if (quote < pos) {
+            quote = buf.indexOf(QUOTE, pos);
+            if (quote < 0) {
+                return -1;
+            }
+        }
+        if (slash < pos) {
+            slash = buf.indexOf(BACKSLASH, pos);
+            if (slash < 0) {
+                slash = st.n;  // none left
+            }
+        }
+        if (slash > quote) {
+            st.stringSteps = taken;
+            return quote;
+        }
+        if (taken >= steps) {
+            st.pos = pos;
+            st.nextQuote = quote;
+            st.nextSlash = slash;
+            st.stringSteps = taken;
+            return -2;
+        }
+        pos = slash + 2;  // the escape and the character it escapes (\uXXXX's digits are plain bytes)
+        taken++;
+    }
+}
+
+// Takes up to `steps` more steps (a byte, a string's run of plain bytes, or one escape in a string); returns false
+// while bytes remain, else sets st.done (true or null).
 function scanSlice(st, steps) {
     var buf = st.buf, n = st.n, i = st.i, depth = st.depth, key = st.key;
-    var expectValue = st.expectValue, taken = 0, c, at, end, slashes, next;
+    var expectValue = st.expectValue, taken = 0, c, at, end, next;
     while (i < n && taken < steps) {
         taken++;
-        c = buf[i];
+        c = st.stringAt >= 0 ? QUOTE : buf[i];
         if (c === QUOTE) {
-            at = i;
-            end = at + 1;
-            for (;;) {
-                end = buf.indexOf(QUOTE, end);
-                if (end < 0) {
-                    st.done = null;
-                    return true;
-                }
-                slashes = 0;
-                while (buf[end - 1 - slashes] === BACKSLASH) {
-                    slashes++;
-                }
-                if (slashes % 2 === 0) {
-                    break;
-                }
-                end++;
+            // A string: opened at i, or one a slice ran out in (st.stringAt).
+            if (st.stringAt < 0) {
+                st.stringAt = i;
+                st.pos = i + 1;
+                st.nextQuote = -1;
+                st.nextSlash = -1;
             }
+            at = st.stringAt;
+            end = stringEnd(st, steps - taken + 1);  // this step and what the slice has left: at least one
+            taken += st.stringSteps;
+            if (end === -1) {
+                st.done = null;
+                return true;
+            }
+            if (end === -2) {
+                break;  // on in the next slice, from st.pos
+            }
+            st.stringAt = -1;
             if (depth === 1) {
                 if (!expectValue) {
                     key = keyKind(buf, at + 1, end);
@@ -350,7 +389,7 @@ async function route(r) {
                 + '. Retry shortly.', 'model_unavailable', 'model');
         }
     }
-    r.internalRedirect("@sparkfleet_proxy");
+    r.internalRedirect("@sparkfleet_proxy_" + r.variables.sf_instance);
 }
 
 // ok only when every always-on instance answers its /health; says nothing else. Each is asked
@@ -369,4 +408,17 @@ async function health(r) {
     r.return(ok ? 200 : 503, ok ? 'ok\n' : 'not ok\n');
 }
 
-export default {keyDigest, largeBody, route, health, topLevelModel, topLevelCap};
+// The scan in slices of `steps` as the router takes them: [model, cap, slices taken] (the router's tests).
+function scanSliced(body, steps) {
+    var st = scanState(body), slices = 0;
+    while (st.done === false) {
+        slices++;
+        if (scanSlice(st, steps)) {
+            break;
+        }
+    }
+    var model = scanResult(st);
+    return [model === TOO_LONG ? null : model, scanCap(st), slices];
+}
+
+export default {keyDigest, largeBody, route, health, topLevelModel, topLevelCap, scanSliced};

@@ -4,9 +4,14 @@ watch   keep MemAvailable above the plan's floor (memory-guard.json, sparkfleet.
         (the starting floor while an instance starts, the serving floor otherwise) stop the sparkfleet instance
         that is starting, else the one holding the most, and never anything else (sshd, the door, monitoring
         are not in its table). On GB10 the GPU's allocations are host memory that cgroups do not see, so
-        MemoryMax cannot do this. One journal line per stop names the floor, the figure and the instance; the
+        MemoryMax cannot do this. One journal line per stop names the floor, the figure, the instance and the
+        host's largest memory holders (what took the memory may be something the guard may not stop); the
         state file and node_exporter's textfile carry the same. A stopped instance is stopped, not failed:
-        systemd does not restart it, and its next start must pass `admit`.
+        systemd does not restart it. The guard brings it back: once MemAvailable has stayed above what its start
+        needs (the start and the starting floor) for the table's return_after_s, it starts the unit, whose
+        start passes `admit`; return_tries starts a stop at most, each with a journal line and a metric. An
+        on-demand instance is left to the door's activator (its next request), and one no longer enabled stays
+        stopped.
 admit   one instance's start (its unit's ExecCondition, and the door's activator): refused, naming both figures,
         when MemAvailable less what the start takes would fall under the starting floor, and on GB10 when CUDA's
         own free figure (the kernel's MemFree there: page cache counts as used) is below utilization x CUDA's
@@ -58,7 +63,7 @@ def unit_states(units: list[str]) -> dict[str, dict[str, str]]:
     """systemctl show of several units in one call: their properties, by unit."""
     if not units:
         return {}
-    props = ["Id", "ActiveState", "SubState", "ActiveEnterTimestampMonotonic", "ControlGroup"]
+    props = ["Id", "ActiveState", "SubState", "ActiveEnterTimestampMonotonic", "ControlGroup", "UnitFileState"]
     out = subprocess.run(
         ["systemctl", "show", *units, *(f"--property={p}" for p in props)], capture_output=True, text=True, check=False
     ).stdout
@@ -113,8 +118,37 @@ def instances_now(table: dict[str, Any], now: float) -> tuple[list[dict[str, Any
         age = now - since if since else 0.0
         starting = state.get("ActiveState") == "activating" or (age < spec["start_budget_s"] and not seen_ready(name, since))
         held = max(int(spec["footprint_bytes"]), cgroup_bytes(state.get("ControlGroup", "")))
-        running.append({"name": name, "unit": spec["unit"], "starting": starting, "age": age, "held": held})
+        running.append({"name": name, "unit": spec["unit"], "starting": starting, "age": age, "held": held, "since": since})
     return running, stopping
+
+
+def top_holders(cgroup_root: str = "/sys/fs/cgroup", count: int = 3) -> list[tuple[str, int]]:
+    """The units and user sessions holding the most memory (their cgroups' figure, host-side only), largest first:
+    what the journal names at a stop, since what took the memory may be no instance of ours. cgroup v2's
+    memory.current, else v1's memory controller (hybrid hosts, such as the sandbox's containers)."""
+    for memory_dir, figure in ((cgroup_root, "memory.current"), (f"{cgroup_root}/memory", "memory.usage_in_bytes")):
+        found: list[tuple[str, int]] = []
+        for slice_dir in ("system.slice", "user.slice"):
+            base = os.path.join(memory_dir, slice_dir)
+            try:
+                entries = os.listdir(base)
+            except OSError:
+                continue
+            for entry in entries:
+                held = _bytes_at(os.path.join(base, entry, figure))
+                if held:
+                    found.append((entry, held))
+        if found:
+            return sorted(found, key=lambda item: -item[1])[:count]
+    return []
+
+
+def _bytes_at(path: str) -> int:
+    try:
+        with open(path, encoding="ascii") as handle:
+            return int(handle.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
 
 
 def victim(running: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -158,6 +192,22 @@ def metrics_text(state: dict[str, Any], guarded: list[str]) -> str:
     stops = state["stops"]
     lines += [
         f'sparkfleet_memory_guard_stops_total{{sparkfleet_instance="{n}"}} {stops.get(n, {}).get("count", 0)}'
+        for n in sorted(set(guarded) | set(stops))
+    ]
+    lines += [
+        "# HELP sparkfleet_memory_guard_returns_total starts the guard made of an instance it had stopped",
+        "# TYPE sparkfleet_memory_guard_returns_total counter",
+    ]
+    lines += [
+        f'sparkfleet_memory_guard_returns_total{{sparkfleet_instance="{n}"}} {stops.get(n, {}).get("returns", 0)}'
+        for n in sorted(set(guarded) | set(stops))
+    ]
+    lines += [
+        "# HELP sparkfleet_memory_guard_stopped the instance is stopped by the guard and not back yet",
+        "# TYPE sparkfleet_memory_guard_stopped gauge",
+    ]
+    lines += [
+        f'sparkfleet_memory_guard_stopped{{sparkfleet_instance="{n}"}} {int(bool(stops.get(n, {}).get("pending")))}'
         for n in sorted(set(guarded) | set(stops))
     ]
     lines += [
@@ -207,7 +257,64 @@ class Guard:
         if available < floor and not stopping and (now_mono >= self.settle_until or available < floor / 2):
             self.stop(victim(running), available, floor, phase, now)
             self.settle_until = time.monotonic() + float(self.table.get("settle_s", 5))
+        self.bring_back(available, now)
         self.publish()
+
+    def bring_back(self, available: int, now: float) -> None:
+        """Start again each always-on instance the guard stopped, once the memory its start needs has stayed free."""
+        instances = self.table.get("instances", {})
+        pending = {n: r for n, r in self.state["stops"].items() if r.get("pending") and n in instances}
+        if not pending:
+            return
+        states = unit_states([instances[name]["unit"] for name in pending])
+        floor = int(self.table["floor_starting_bytes"])
+        for name, record in pending.items():
+            spec, state = instances[name], states.get(instances[name]["unit"], {})
+            active = state.get("ActiveState", "unknown")
+            if active == "active" and state.get("SubState") == "running":
+                since = int(state.get("ActiveEnterTimestampMonotonic") or 0) / 1e6
+                if since != record.get("stopped_start") and seen_ready(name, since):  # back, whoever started it
+                    record.update(pending=False, above_since=None)
+                    log(f"memory guard: {spec['unit']} serves again")
+                continue
+            if active not in {"inactive", "failed"}:  # starting or stopping: judged once it settles
+                continue
+            if spec.get("on_demand"):
+                record.update(pending=False, above_since=None)
+                log(f"memory guard: {spec['unit']} is switched on demand: its next request starts it (the door's activator)")
+                continue
+            if state.get("UnitFileState") not in ("enabled", "enabled-runtime"):
+                record.update(pending=False, above_since=None)
+                log(f"memory guard: {spec['unit']} is no longer enabled ({state.get('UnitFileState')}): it stays stopped")
+                continue
+            needed = int(spec["required_available_bytes"]) + floor
+            if available < needed:
+                record["above_since"] = None
+                continue
+            record["above_since"] = record.get("above_since") or now
+            waited = now - record["above_since"]
+            if waited < float(self.table.get("return_after_s", 60)):
+                continue
+            tries = int(self.table.get("return_tries", 3))
+            if record.get("tries", 0) >= tries:
+                record.update(pending=False, above_since=None)
+                log(
+                    f"memory guard: {spec['unit']} was started {tries} times since the guard stopped it and is not "
+                    f"back: it stays stopped; start it with `systemctl start {spec['unit']}` once what took the memory "
+                    "is gone"
+                )
+                continue
+            record.update(tries=record.get("tries", 0) + 1, above_since=None, returned_at=now,
+                          returns=record.get("returns", 0) + 1)  # fmt: skip
+            log(
+                f"memory guard: starting {spec['unit']} again (try {record['tries']} of {tries}): MemAvailable "
+                f"{gib(available)} has stayed above the {gib(needed)} its start needs (its "
+                f"{gib(spec['required_available_bytes'])} and the {gib(floor)} starting floor) for {waited:.0f} s"
+            )
+            done = subprocess.run(["systemctl", "start", "--no-block", spec["unit"]], capture_output=True, text=True,
+                                  check=False)  # fmt: skip
+            if done.returncode != 0:
+                log(f"memory guard: systemd did not take the start of {spec['unit']}: {done.stderr.strip()}")
 
     def stop(self, chosen: dict[str, Any] | None, available: int, floor: int, phase: str, now: float) -> None:
         if chosen is None:
@@ -217,10 +324,12 @@ class Guard:
             )
             return
         why = "starting" if chosen["starting"] else "holding the most"
+        holders = ", ".join(f"{unit} {gib(held)}" for unit, held in top_holders()) or "none readable"
         log(
             f"memory guard: MemAvailable {gib(available)} is under the {gib(floor)} {phase} floor; stopping "
-            f"{chosen['unit']} ({why}: {gib(chosen['held'])}, {chosen['age']:.0f} s since its start). It stays "
-            "stopped until its next start is admitted (sparkfleet_memory_guard.py admit)"
+            f"{chosen['unit']} ({why}: {gib(chosen['held'])}, {chosen['age']:.0f} s since its start). The host's "
+            f"largest holders now (host-side memory): {holders}. It is started again once the memory is back "
+            "(its start admitted by sparkfleet_memory_guard.py admit)"
         )
         done = subprocess.run(
             ["systemctl", "stop", "--no-block", chosen["unit"]], capture_output=True, text=True, check=False
@@ -229,6 +338,10 @@ class Guard:
             log(f"memory guard: systemd did not take the stop of {chosen['unit']}: {done.stderr.strip()}")
             return
         record = self.state["stops"].setdefault(chosen["name"], {"count": 0})
+        if not record.get("pending"):  # a new stop, not one of a return's start: its own tries
+            record.update(pending=True, tries=0)
+        # The start it stopped: a later start of the unit, answering right, is the instance back.
+        record.update(above_since=None, stopped_start=chosen["since"])
         record.update(
             count=record["count"] + 1,
             at=now,

@@ -15,7 +15,10 @@ watchdog  one check for the instance's watchdog timer: the known-answer check wi
           down while the instance has not been ready since its last start and is within its start budget
           (the plan's, first-start compiles included), counts consecutive failures in a state file, and
           restarts the unit after N of them, saying why; a start that overran its budget is reported with
-          the phase it stopped in (loading, compiling, capturing, warming up: its journal says).
+          the phase it stopped in (loading, compiling, capturing, warming up: its journal says). Busy is
+          not wedged: a check that found no answer within its deadline while vLLM's own counters (tokens
+          read and generated, engine steps, requests finished) moved is not a failure; a wrong answer is one
+          whatever the load, and so is no answer while the counters stand still.
 ready and watchdog record a start when the instance first answers right after it (sparkfleet_start.py: the
           milestones and kernels compiled, read from the journal; --textfile-dir for node_exporter).
 rank      one check for a headless rank of a native multi-node instance (the group watchdog on a member):
@@ -347,6 +350,56 @@ def ready(args: argparse.Namespace, check: dict[str, Any], key: str | None) -> N
     fail(args.unit, f"not ready after {args.timeout:.0f} s (health {'answered' if health_at else 'never answered'})")
 
 
+# vLLM's own progress counters (vllm/v1/metrics/loggers.py): prompt tokens read, tokens generated, engine steps (the
+# count of its per-step histogram) and requests finished. A request finished as aborted or failed is not progress: the
+# watchdog's own timed-out check is aborted.
+PROGRESS_COUNTERS = {
+    "vllm:prompt_tokens_total": "prompt tokens read",
+    "vllm:generation_tokens_total": "tokens generated",
+    "vllm:iteration_tokens_total_count": "engine steps",
+    "vllm:request_success_total": "requests finished",
+}
+WORK_GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting"}
+NOT_PROGRESS = re.compile(r'finished_reason="(abort|error)"')
+SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+
+
+def engine_counters(exposition: str) -> dict[str, float]:
+    """vLLM's progress counters and work gauges from its /metrics text, each summed over its label sets."""
+    wanted = PROGRESS_COUNTERS.keys() | WORK_GAUGES.keys()
+    totals: dict[str, float] = {}
+    for line in exposition.splitlines():
+        match = SAMPLE.match(line)
+        if not match or match[1] not in wanted or NOT_PROGRESS.search(match[2] or ""):
+            continue
+        try:
+            value = float(match[3])
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            totals[match[1]] = totals.get(match[1], 0.0) + value
+    return totals
+
+
+def read_counters(url: str, timeout: float = 5.0) -> dict[str, float] | None:
+    """The instance's counters now, or None when its /metrics does not answer with any (a wedged API server)."""
+    try:
+        counters = engine_counters(request(f"{url}/metrics", timeout=timeout)[1])
+    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError, OSError):
+        return None
+    return counters if any(name in counters for name in PROGRESS_COUNTERS) else None
+
+
+def progress(before: dict[str, float], after: dict[str, float]) -> str | None:
+    """What the engine did between two readings, in words, or None when no counter moved."""
+    moved = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in PROGRESS_COUNTERS}
+    if not any(delta > 0 for delta in moved.values()):
+        return None
+    done = ", ".join(f"{delta:.0f} {PROGRESS_COUNTERS[name]}" for name, delta in moved.items() if delta > 0)
+    load = ", ".join(f"{after.get(name, 0.0):.0f} {word}" for name, word in WORK_GAUGES.items())
+    return f"{done} ({load})"
+
+
 def load_state(path: str, since: float) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as handle:
@@ -373,6 +426,7 @@ def watchdog(args: argparse.Namespace, check: dict[str, Any], key: str | None) -
         return
     state = load_state(args.state, since)
     age = time.monotonic() - since
+    before = read_counters(args.url)
     try:
         infer(args, check, key, args.deadline)
         if not state["ready_seen"]:
@@ -381,8 +435,22 @@ def watchdog(args: argparse.Namespace, check: dict[str, Any], key: str | None) -
         state.update(ready_seen=True, failures=0)
         save_state(args.state, state)
         return
+    except WrongAnswer as exc:
+        reason = f"{type(exc).__name__}: {exc}"
     except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError, OSError) as exc:
         reason = f"{type(exc).__name__}: {exc}"
+        after = read_counters(args.url) if before is not None else None
+        did = progress(before, after) if before is not None and after is not None else None
+        if did:
+            state.update(failures=0, busy_checks=state.get("busy_checks", 0) + 1)
+            save_state(args.state, state)
+            print(
+                f"{args.unit}: busy, not wedged: no answer within {args.deadline:.0f} s ({reason}), while the engine "
+                f"made progress: {did}; the check is not counted"
+            )
+            return
+        if before is not None:
+            reason += " and no progress in vLLM's counters" if after is not None else " and /metrics stopped answering"
     if not state["ready_seen"] and age < args.start_grace:
         print(f"{args.unit} still starting ({age:.0f} s of {args.start_grace:.0f} s): standing down ({reason})")
         save_state(args.state, state)
