@@ -390,20 +390,29 @@ def starts(systemd: FakeSystemd) -> list[str]:
     return [c[-1] for c in systemd.calls if c[:2] == ["systemctl", "start"]]
 
 
-def test_the_guard_brings_back_what_it_stopped_once_its_start_has_stayed_affordable(
-    host: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Issue 61: a burst that went away leaves no model down for good. big needs 62 GiB to start and the starting
-    floor is 2 GiB: MemAvailable must stay at 64 GiB or more for the table's 60 s."""
-    systemd = FakeSystemd(serving())
+def stopped_then_freed(
+    host: dict[str, Any], monkeypatch: pytest.MonkeyPatch, systemd: FakeSystemd
+) -> tuple[Any, dict[str, float]]:
+    """The guard stopped big under the floor; big is inactive and 70 GiB are free again. (guard, its clock)"""
     monkeypatch.setattr(guard.subprocess, "run", systemd.run)
     clock = {"now": 5000.0}
     monkeypatch.setattr(guard.time, "time", lambda: clock["now"])
     g = make_guard(host)
     host["meminfo"].write_text(meminfo_text(0.9))
     g.check()
-    assert [c[-1] for c in systemd.calls if c[1] == "stop"] == ["sparkfleet-vllm-big.service"]
     systemd.states["sparkfleet-vllm-big.service"] = ("inactive", 10.0)
+    host["meminfo"].write_text(meminfo_text(70.0))
+    return g, clock
+
+
+def test_the_guard_brings_back_what_it_stopped_once_its_start_has_stayed_affordable(
+    host: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 61: a burst that went away leaves no model down for good. big needs 62 GiB to start and the starting
+    floor is 2 GiB: MemAvailable must stay at 64 GiB or more for the table's 60 s."""
+    systemd = FakeSystemd(serving())
+    g, clock = stopped_then_freed(host, monkeypatch, systemd)
+    assert [c[-1] for c in systemd.calls if c[1] == "stop"] == ["sparkfleet-vllm-big.service"]
     for seconds, available in ((1, 70.0), (30, 70.0), (40, 63.0), (50, 70.0), (109, 70.0)):
         clock["now"] = 5000.0 + seconds
         host["meminfo"].write_text(meminfo_text(available))
@@ -434,15 +443,8 @@ def test_a_return_that_never_comes_back_is_tried_a_bounded_number_of_times(
     host: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     systemd = FakeSystemd(serving())
-    monkeypatch.setattr(guard.subprocess, "run", systemd.run)
-    clock = {"now": 5000.0}
-    monkeypatch.setattr(guard.time, "time", lambda: clock["now"])
-    g = make_guard(host)
-    host["meminfo"].write_text(meminfo_text(0.9))
-    g.check()
+    g, clock = stopped_then_freed(host, monkeypatch, systemd)
     # Each start is refused (its admission, or it fails): the unit is inactive again at the next reading.
-    systemd.states["sparkfleet-vllm-big.service"] = ("inactive", 10.0)
-    host["meminfo"].write_text(meminfo_text(70.0))
     for step in range(10):
         clock["now"] = 5000.0 + 61 * step
         g.check()
@@ -469,14 +471,7 @@ def test_an_on_demand_or_disabled_instance_is_not_brought_back(  # noqa: PLR0917
     plan["instances"]["big"]["on_demand"] = on_demand
     host["table"].write_text(json.dumps(plan))
     systemd = FakeSystemd(serving(), {"sparkfleet-vllm-big.service": unit_file})
-    monkeypatch.setattr(guard.subprocess, "run", systemd.run)
-    clock = {"now": 5000.0}
-    monkeypatch.setattr(guard.time, "time", lambda: clock["now"])
-    g = make_guard(host)
-    host["meminfo"].write_text(meminfo_text(0.9))
-    g.check()
-    systemd.states["sparkfleet-vllm-big.service"] = ("inactive", 10.0)
-    host["meminfo"].write_text(meminfo_text(70.0))
+    g, clock = stopped_then_freed(host, monkeypatch, systemd)
     for step in range(3):
         clock["now"] = 5000.0 + 61 * step
         g.check()

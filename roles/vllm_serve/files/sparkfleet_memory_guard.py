@@ -174,6 +174,14 @@ def write_atomic(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
+def per_instance(name: str, kind: str, meaning: str, values: dict[str, int]) -> list[str]:
+    """One of the guard's per-instance series, every guarded instance in it (0 until it happens: alerts see the first)."""
+    metric = f"sparkfleet_memory_guard_{name}"
+    return [f"# HELP {metric} {meaning}", f"# TYPE {metric} {kind}"] + [
+        f'{metric}{{sparkfleet_instance="{n}"}} {value}' for n, value in values.items()
+    ]
+
+
 def metrics_text(state: dict[str, Any], guarded: list[str]) -> str:
     """The guard's textfile: every guarded instance has a stop count (0 until it is stopped), so alerts see it."""
     lines = [
@@ -186,30 +194,15 @@ def metrics_text(state: dict[str, Any], guarded: list[str]) -> str:
         "# HELP sparkfleet_memory_guard_last_check_timestamp_seconds when the guard last read MemAvailable",
         "# TYPE sparkfleet_memory_guard_last_check_timestamp_seconds gauge",
         f"sparkfleet_memory_guard_last_check_timestamp_seconds {state['checked_at']:.0f}",
-        "# HELP sparkfleet_memory_guard_stops_total instances the guard stopped under the floor",
-        "# TYPE sparkfleet_memory_guard_stops_total counter",
     ]
     stops = state["stops"]
-    lines += [
-        f'sparkfleet_memory_guard_stops_total{{sparkfleet_instance="{n}"}} {stops.get(n, {}).get("count", 0)}'
-        for n in sorted(set(guarded) | set(stops))
-    ]
-    lines += [
-        "# HELP sparkfleet_memory_guard_returns_total starts the guard made of an instance it had stopped",
-        "# TYPE sparkfleet_memory_guard_returns_total counter",
-    ]
-    lines += [
-        f'sparkfleet_memory_guard_returns_total{{sparkfleet_instance="{n}"}} {stops.get(n, {}).get("returns", 0)}'
-        for n in sorted(set(guarded) | set(stops))
-    ]
-    lines += [
-        "# HELP sparkfleet_memory_guard_stopped the instance is stopped by the guard and not back yet",
-        "# TYPE sparkfleet_memory_guard_stopped gauge",
-    ]
-    lines += [
-        f'sparkfleet_memory_guard_stopped{{sparkfleet_instance="{n}"}} {int(bool(stops.get(n, {}).get("pending")))}'
-        for n in sorted(set(guarded) | set(stops))
-    ]
+    named = sorted(set(guarded) | set(stops))
+    lines += per_instance("stops_total", "counter", "instances the guard stopped under the floor",
+                          {n: stops.get(n, {}).get("count", 0) for n in named})  # fmt: skip
+    lines += per_instance("returns_total", "counter", "starts the guard made of an instance it had stopped",
+                          {n: stops.get(n, {}).get("returns", 0) for n in named})  # fmt: skip
+    lines += per_instance("stopped", "gauge", "the instance is stopped by the guard and not back yet",
+                          {n: int(bool(stops.get(n, {}).get("pending"))) for n in named})  # fmt: skip
     lines += [
         "# HELP sparkfleet_memory_guard_last_stop_timestamp_seconds when the guard last stopped the instance",
         "# TYPE sparkfleet_memory_guard_last_stop_timestamp_seconds gauge",
