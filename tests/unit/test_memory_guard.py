@@ -35,6 +35,9 @@ def table(platform: str = "cpu") -> dict[str, Any]:
         "floor_serving_bytes": 1 * GIB,
         "interval_s": 1.0,
         "settle_s": 5.0,
+        # The planner's figures (sparkfleet.planning.memguard), as the table written to the host carries them.
+        "return_after_s": memguard.GUARD_RETURN_AFTER_S,
+        "return_tries": memguard.GUARD_RETURN_TRIES,
         "instances": {
             name: {
                 "unit": f"sparkfleet-vllm-{name}.service",

@@ -286,9 +286,9 @@ class Guard:
                 continue
             record["above_since"] = record.get("above_since") or now
             waited = now - record["above_since"]
-            if waited < float(self.table.get("return_after_s", 60)):
+            if waited < float(self.table["return_after_s"]):
                 continue
-            tries = int(self.table.get("return_tries", 3))
+            tries = int(self.table["return_tries"])
             if record.get("tries", 0) >= tries:
                 record.update(pending=False, above_since=None)
                 log(
