@@ -163,12 +163,6 @@ FIRST_DFLASH = "0.21.0"
 FIRST_SPECULATION_SCHEDULE = "0.32.0"
 
 
-# From 0.18.0 vLLM finishes loading a saved AOT-compiled model with `finalize_loading`, which the artifact of the CPU
-# platform's DYNAMO_TRACE_ONCE compile does not have (vllm/compilation/decorators.py `_try_load_aot_compiled_fn`, read in
-# the 0.17.1, 0.18.0 and 0.32.0 wheels): on CPU every start fails to load it, then compiles anew.
-FIRST_CPU_AOT_RELOAD_FAILURE = "0.18.0"
-
-
 def has_speculation_schedule(version: VllmVersion) -> bool:
     return version.at_least(FIRST_SPECULATION_SCHEDULE)
 

@@ -87,14 +87,14 @@ def test_cpu_platform_has_no_gb10_rules() -> None:
     assert "--gpu-memory-utilization" not in result.argv
 
 
-@pytest.mark.parametrize(("host", "expected"), [(cpu_host(), "0"), (cpu_host("0.17.1"), None), (spark(), None)])
-def test_aot_compile_is_off_only_where_vllm_cannot_load_its_own_artifact(host: HostFacts, expected: str | None) -> None:
-    intent = Intent(trust_remote_code=True, max_context=4096, concurrency=1)
-    result = plan(host, get_profile(NANO), intent)
-    assert result.env.get("VLLM_USE_AOT_COMPILE") == expected
-    if expected is not None:
-        (entry,) = (e for e in result.environment if e.name == "VLLM_USE_AOT_COMPILE")
-        assert "finalize_loading" in entry.reason and "0.18.0" in entry.source
+@pytest.mark.parametrize("host", [cpu_host(), cpu_host("0.17.1")])
+def test_cpu_platform_runs_eager_on_every_release(host: HostFacts) -> None:
+    """A compile per instance and release was 41 of a first start's 90 s in the sandbox; no AOT setting is left to make."""
+    result = plan(host, get_profile(NANO), Intent(trust_remote_code=True, max_context=4096, concurrency=1))
+    assert "--enforce-eager" in result.argv and "VLLM_USE_AOT_COMPILE" not in result.env
+    (flag,) = (f for f in result.flags if f.name == "--enforce-eager")
+    assert "41.4 s" in flag.source and "memory-saver" not in flag.reason
+    assert not any("55%" in w for w in result.warnings)
 
 
 def test_mla_model_gets_triton_mla() -> None:

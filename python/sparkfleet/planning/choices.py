@@ -306,7 +306,8 @@ def resolve(host: HostFacts, profile: ModelProfile, intent: Intent, drafter: Mod
     batched = intent.max_num_batched_tokens or max(
         recipe or BATCHED_TOKENS[intent.profile], intent.concurrency * (1 + spec_tokens)
     )
-    eager = intent.profile is ServeProfile.MEMORY_SAVER
+    # The cpu platform runs eager too: a compile per instance and release for no speed needed (rules/kernels.py).
+    eager = intent.profile is ServeProfile.MEMORY_SAVER or host.platform is Platform.CPU
     # vLLM's CPU platform has no CUDA graphs: no capture sizes to choose and no graph pool to budget.
     graphs = not eager and host.platform is not Platform.CPU
     drafter_gib, draft_layers = _draft(profile, intent, drafter, intent.tensor_parallel_size)

