@@ -21,7 +21,10 @@ from typing import Any, TypeVar
 
 from .errors import PlanError
 from .models import ModelProfile, ProfileArg
+from .models.speed import DecodeReads
+from .reading.arithmetic import speed_reading
 from .reading.config import profile_from_config
+from .reading.tensors import Tensor, decode_reads
 
 # ORG/NAME with an optional @REVISION (a branch, tag or commit), as the hub spells repository ids.
 MODEL_REF = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96})(?:@(?P<revision>[\w./-]{1,255}))?$", re.ASCII)
@@ -47,6 +50,10 @@ class WeightSummary:
 
     bytes_by_dtype: dict[str, int]
     files: int
+    # What a decode step reads, by tensor class (sparkfleet.reading.tensors), or why the headers gave no such reading;
+    # both None in a summary kept before sparkfleet read it (read again when the hub is reachable).
+    reads: DecodeReads | None = None
+    reads_gap: str | None = None
 
     @property
     def total(self) -> int:
@@ -71,14 +78,19 @@ class HubModel:
         return f"hub {self.repo_id}@{self.commit[:12]}"
 
 
-def summarise(files_metadata: dict[str, Any]) -> WeightSummary:
-    """Sum each tensor's byte span (data_offsets) per dtype, over every shard's header."""
+def summarise(files_metadata: dict[str, Any], config: dict[str, Any], source: str) -> WeightSummary:
+    """Sum each tensor's byte span (data_offsets) per dtype, and per tensor class, over every shard's header."""
     by_dtype: dict[str, int] = {}
+    tensors: list[Tensor] = []
     for file_metadata in files_metadata.values():
-        for tensor in file_metadata.tensors.values():
+        for name, tensor in file_metadata.tensors.items():
             start, end = tensor.data_offsets
             by_dtype[tensor.dtype] = by_dtype.get(tensor.dtype, 0) + (end - start)
-    return WeightSummary(by_dtype, len(files_metadata))
+            tensors.append(Tensor(name, str(tensor.dtype), tuple(int(d) for d in tensor.shape), end - start))
+    try:
+        return WeightSummary(by_dtype, len(files_metadata), reads=decode_reads(tensors, config, source))
+    except PlanError as exc:
+        return WeightSummary(by_dtype, len(files_metadata), reads_gap=exc.problem)
 
 
 def _summary_path(repo_id: str, commit: str) -> Path:
@@ -94,12 +106,23 @@ def _load_summary(path: Path) -> WeightSummary | None:
         return None
     if data.get("schema") != SUMMARY_SCHEMA:
         return None
-    return WeightSummary({str(k): int(v) for k, v in data["bytes_by_dtype"].items()}, int(data["files"]))
+    reads = DecodeReads.model_validate(data["reads"]) if isinstance(data.get("reads"), dict) else None
+    return WeightSummary(
+        {str(k): int(v) for k, v in data["bytes_by_dtype"].items()}, int(data["files"]), reads, data.get("reads_gap")
+    )
 
 
 def _store_summary(path: Path, summary: WeightSummary) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = json.dumps({"schema": SUMMARY_SCHEMA, "bytes_by_dtype": summary.bytes_by_dtype, "files": summary.files})
+    body = json.dumps(
+        {
+            "schema": SUMMARY_SCHEMA,
+            "bytes_by_dtype": summary.bytes_by_dtype,
+            "files": summary.files,
+            "reads": summary.reads.model_dump() if summary.reads else None,
+            "reads_gap": summary.reads_gap,
+        }
+    )
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
         handle.write(body)
     os.replace(handle.name, path)
@@ -213,7 +236,9 @@ def read_hub_model(ref: str, *, weights_known: bool = False) -> HubModel:
                 "and HF_HUB_OFFLINE is set",
                 ("plan it once with the hub reachable", "--weights-gib G"),
             )
-        if summary is None:
+        # A summary kept before sparkfleet read what a step reads is read again while the hub answers.
+        unclassified = summary is not None and summary.files and summary.reads is None and summary.reads_gap is None
+        if summary is None or (unclassified and not constants.HF_HUB_OFFLINE):
             try:
                 metadata = quietly(lambda: HfApi().get_safetensors_metadata(repo_id, revision=commit))
             except NotASafetensorsRepoError:
@@ -221,7 +246,7 @@ def read_hub_model(ref: str, *, weights_known: bool = False) -> HubModel:
                     raise
                 summary = WeightSummary({}, 0)
             else:
-                summary = summarise(metadata.files_metadata)
+                summary = summarise(metadata.files_metadata, config, f"hub {repo_id}@{commit[:12]}")
                 _store_summary(summary_path, summary)
     except PlanError:
         raise
@@ -253,6 +278,10 @@ def served_at(profile: ModelProfile, commit: str, source: str) -> ModelProfile:
 def profile_from_hub(model: HubModel) -> ModelProfile:
     """The planner's profile of a hub model, served at the very commit that was planned."""
     profile = profile_from_config(model.repo_id, model.config, model.weights.total, model.source)
+    weights = model.weights
+    kept = "its headers were kept before sparkfleet read them by tensor class: plan once with the hub reachable"
+    gap = weights.reads_gap or ("no safetensors in the repository" if not weights.files else kept)
+    profile = speed_reading(profile, model.config, weights.reads, gap)
     sources = dict(profile.sources) | {"weights_gib": f"{model.source} safetensors headers: {model.weights.describe()}"}
     planned = f"{model.source} ({model.revision or 'main'} when planned)"
     return served_at(profile.model_copy(update={"sources": sources}), model.commit, planned)

@@ -6,11 +6,17 @@ The file reading half; sparkfleet.reading.config turns what it read into a profi
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 from .errors import PlanError
 from .models import GIB, ModelProfile
+from .reading.arithmetic import speed_reading
 from .reading.config import profile_from_config
+from .reading.tensors import Tensor, decode_reads, header_tensors
+
+# safetensors puts a little-endian u64 (the header's length) before its JSON header; a larger one is no header.
+HEADER_LIMIT = 100 * 2**20
 
 
 def weight_bytes(model_dir: Path) -> int:
@@ -21,6 +27,20 @@ def weight_bytes(model_dir: Path) -> int:
             return total
     files = list(model_dir.glob("*.safetensors")) or list(model_dir.glob("*.bin"))
     return sum(f.stat().st_size for f in files)
+
+
+def safetensors_header(path: Path) -> list[Tensor]:
+    """The tensors one local safetensors file declares, from its header alone (the weights are not read)."""
+    with path.open("rb") as handle:
+        prefix = handle.read(8)
+        (length,) = struct.unpack("<Q", prefix) if len(prefix) == 8 else (0,)
+        if not 0 < length <= HEADER_LIMIT:
+            raise PlanError("model", f"{path} is not a safetensors file (a header of {length} bytes)")
+        try:
+            header = json.loads(handle.read(length))
+        except ValueError as exc:
+            raise PlanError("model", f"{path}: its safetensors header is not JSON ({exc})") from exc
+    return header_tensors(header)
 
 
 def profile_from_dir(
@@ -43,6 +63,15 @@ def profile_from_dir(
             ("the whole model staged in it (model_stage)", f"{size_flag} G, the weights' size"),
         )
     profile = profile_from_config(str(model_dir), config, weights, str(model_dir))
+    # What a step reads is for the speed prediction alone: headers it cannot read leave the plan as it was.
+    reads, gap = None, "no safetensors files in the directory"
+    shards = sorted(model_dir.glob("*.safetensors"))
+    if shards:
+        try:
+            reads = decode_reads([t for shard in shards for t in safetensors_header(shard)], config, str(model_dir))
+        except PlanError as exc:
+            gap = exc.problem
+    profile = speed_reading(profile, config, reads, gap)
     tokenizer = model_dir / "tokenizer_config.json"
     if tokenizer.is_file() and isinstance(json.loads(tokenizer.read_text()).get("auto_map"), dict):
         profile = profile.model_copy(update={"tokenizer_auto_map": True})

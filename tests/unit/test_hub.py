@@ -107,6 +107,16 @@ def test_gated_hub_model_is_planned_from_headers_with_a_token(hub: HubServer, tm
     assert 0 < hub.hub.data_bytes_served <= 4 * 100_001, "planning downloaded tensor data"
 
 
+def test_a_hub_model_on_gb10_gets_a_speed_from_its_headers(hub: HubServer, tmp_path: Path) -> None:
+    """Issue 62: no catalog parameters, yet a prediction; the headers count Meta's 8.03B (the model card's figure)."""
+    result = sparkfleet(hub, tmp_path, "plan", "sparkfleet-test/llama-open", "--platform", "gb10", "--json")
+    speed = plan_json(result)["speed"]
+    assert speed is not None and speed["decode"]["value"] > 0
+    assert "of 8.03026B parameters" in speed["basis"][0]
+    # One step reads every BF16 weight but the input embedding, whose one row per token is a gather.
+    assert speed["bytes_per_step_gb"] == pytest.approx((16_060_522_496 - 2 * 128256 * 4096 + 1024 * 131072) / 1e9, abs=0.006)
+
+
 def test_gated_model_without_a_token_is_refused_naming_the_fix(hub: HubServer, tmp_path: Path) -> None:
     result = sparkfleet(hub, tmp_path, "plan", LLAMA)
     assert result.returncode == 2

@@ -12,7 +12,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from ..versions import VllmVersion
 from .base import Strict
 from .host import known_capabilities
-from .speed import Parameters
+from .speed import DecodeReads, Parameters
 
 
 class CheckpointFormat(str, Enum):
@@ -335,6 +335,10 @@ class ModelProfile(Strict):
     tensor_parallel_max: int | None = None
     # Total and active parameter counts: what a decode step reads, for the speed prediction (sparkfleet.planning.speed).
     parameters: Parameters | None = None
+    # The same read from the checkpoint's safetensors headers, by tensor class (hub ids and local directories).
+    decode_reads: DecodeReads | None = None
+    # Why the headers gave no such reading (a file that is no safetensors, an expert count the config lacks).
+    decode_reads_gap: str | None = None
     speculative: SpeculativeSupport = SpeculativeSupport()
     min_vllm: str = "0.17.0"
     # The last release whose stock code serves the checkpoint, where a newer one dropped what it needs (its source

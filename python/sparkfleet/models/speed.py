@@ -37,6 +37,49 @@ class Parameters(Strict):
         return self
 
 
+class DecodeReads(Strict):
+    """What a checkpoint's safetensors headers say a decode step reads, by tensor class (sparkfleet.reading.tensors).
+
+    Bytes as stored (packed FP4 and INT4 with their scales), over every layer: the output head (read whole each step;
+    the embedding when tied), the dense rest (attention, norms, dense MLPs, state layers, routers, read each step),
+    the shared experts (each step), the routed experts (a step reads those its tokens route to), the input embedding
+    (one row a token) and what a text decode step never reads (MTP layers, vision and audio towers)."""
+
+    head_bytes: Annotated[int, Field(gt=0)]
+    dense_bytes: Annotated[int, Field(ge=0)]
+    shared_expert_bytes: Annotated[int, Field(ge=0)] = 0
+    routed_expert_bytes: Annotated[int, Field(ge=0)] = 0
+    embedding_bytes: Annotated[int, Field(ge=0)] = 0
+    unread_bytes: Annotated[int, Field(ge=0)] = 0
+    # Weights (packed values unpacked, scales not counted) a token's matrix products touch, for prefill's FLOPs.
+    active_params: Annotated[int, Field(gt=0)]
+    total_params: Annotated[int, Field(gt=0)]
+    experts: Annotated[int, Field(gt=1)] | None = None
+    experts_per_token: Annotated[int, Field(gt=0)] | None = None
+    tied_embeddings: bool = False
+    source: str
+
+    @model_validator(mode="after")
+    def _experts_go_together(self) -> DecodeReads:
+        if (self.experts is None) != (self.experts_per_token is None) or (self.experts is None) != (
+            self.routed_expert_bytes == 0
+        ):
+            raise ValueError("routed expert bytes, experts and experts_per_token go together (all absent when dense)")
+        if self.experts is not None and self.experts_per_token is not None and self.experts_per_token >= self.experts:
+            raise ValueError(f"experts_per_token {self.experts_per_token} must be under experts {self.experts}")
+        return self
+
+    def parameters(self) -> Parameters:
+        """The parameter counts the speed model reads, as the headers give them."""
+        return Parameters(
+            total_b=self.total_params / 1e9,
+            active_b=self.active_params / 1e9,
+            experts=self.experts,
+            experts_per_token=self.experts_per_token,
+            tied_embeddings=self.tied_embeddings,
+        )
+
+
 class Band(Strict):
     """A predicted figure and the range its calibration's leave-one-out error gives it."""
 

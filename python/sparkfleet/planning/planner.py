@@ -333,6 +333,18 @@ def reasons_of(
     return reasons
 
 
+def all_warnings(
+    host: HostFacts, profile: ModelProfile, intent: Intent, sized: Sized, *, required: int, runner: str
+) -> list[str]:
+    r = sized.r
+    return (
+        plan_warnings(host, profile, intent, r, required)
+        + [w for w in (scheduler_warning(r, lambda n: non_kv(host, profile, intent, r, n).activation, sized.headroom),) if w]
+        + memory_warnings(profile, sized)
+        + speedplan.silence(profile, host.platform, intent.nodes, runner)
+    )
+
+
 def memory_warnings(profile: ModelProfile, sized: Sized) -> list[str]:
     """What may be held beside the footprint: first-start compiles, and a multimodal encoder's largest call."""
     return compile_warning(sized.jit_jobs, sized.headroom) + encoder.cautions(profile, sized.r, sized.budget.non_kv)
@@ -382,11 +394,7 @@ def assemble(
     required, memory_max, jit = process_limits(host, sized)
     request = max_request_mib(r.max_model_len, profile.multimodal, intent.max_request_mib, profile.media)
     reasons = reasons_of(host, profile, intent, sized, entries=entries, remote_code=remote_code, request=request)
-    warnings = (
-        plan_warnings(host, profile, intent, r, required)
-        + [w for w in (scheduler_warning(r, lambda n: non_kv(host, profile, intent, r, n).activation, sized.headroom),) if w]
-        + memory_warnings(profile, sized)
-    )
+    warnings = all_warnings(host, profile, intent, sized, required=required, runner=runner)
     return ServePlan(
         nodes=intent.nodes,
         cluster_backend=sized.backend,

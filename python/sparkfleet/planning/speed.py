@@ -14,7 +14,7 @@ import math
 
 from ..kv.cache import GroupKind, attention_bytes_per_token, state_bytes
 from ..models import GIB, CheckpointFormat, ModelProfile, SpeculativeSupport
-from ..models.speed import Parameters
+from ..models.speed import DecodeReads, Parameters
 
 # GB10's LPDDR5X bandwidth (seed 002 §2, hardware facts: "~273 GB/s bandwidth").
 GB10_BANDWIDTH = 273e9
@@ -72,6 +72,8 @@ class StepFacts:
     window_kv_bytes_per_token: float = 0.0
     window: int = 0
     state_bytes: float = 0.0
+    # The checkpoint's own headers, by tensor class: where present, the bytes a step reads come from them.
+    reads: DecodeReads | None = None
 
     @property
     def head_params(self) -> float:
@@ -79,6 +81,8 @@ class StepFacts:
 
     @property
     def head_bytes(self) -> float:
+        if self.reads is not None:
+            return float(self.reads.head_bytes)
         return self.parameters.head_bytes_per_param * self.head_params
 
     @property
@@ -94,8 +98,17 @@ class StepFacts:
         return (p.total_b - p.active_b) * 1e9 / (p.experts - p.experts_per_token)
 
     @property
+    def expert_bytes(self) -> float:
+        """Bytes of one routed expert over every MoE layer."""
+        if self.reads is not None:
+            return self.reads.routed_expert_bytes / self.reads.experts if self.reads.experts else 0.0
+        return self.params_per_expert * self.expert_bytes_per_param
+
+    @property
     def dense_bytes(self) -> float:
         """Bytes of the dense rest: the checkpoint less its head, embedding and routed experts."""
+        if self.reads is not None:
+            return float(self.reads.dense_bytes + self.reads.shared_expert_bytes)
         p = self.parameters
         experts = (p.experts or 0) * self.params_per_expert
         params = p.total_b * 1e9 - experts - self.head_params - self.embedding_params
@@ -115,7 +128,7 @@ class StepFacts:
         if p.experts is not None and p.experts_per_token is not None:
             # Uniform routing: the chance an expert is missed by all `tokens` tokens is (1 - k/E)^tokens.
             touched = p.experts * (1 - (1 - p.experts_per_token / p.experts) ** tokens)
-            read += touched * self.params_per_expert * self.expert_bytes_per_param
+            read += touched * self.expert_bytes
         return read
 
     def cache_bytes_read(self, context: int) -> float:
@@ -128,14 +141,18 @@ class StepFacts:
 
 
 def step_facts(profile: ModelProfile, kv_dtype_bytes: int) -> StepFacts | None:
-    """The step facts of a profile with parameter counts; None for one without (no speed is predicted)."""
-    if profile.parameters is None:
+    """The step facts of a profile whose checkpoint headers were read, or with sourced parameter counts; None for one
+    with neither (no speed is predicted). The headers' reading comes first: it is the checkpoint's own."""
+    reads = profile.decode_reads
+    parameters = reads.parameters() if reads is not None else profile.parameters
+    if parameters is None:
         return None
     full = attention_bytes_per_token(profile, kv_dtype_bytes, 1, GroupKind.FULL)
     sliding = attention_bytes_per_token(profile, kv_dtype_bytes, 1, GroupKind.SLIDING)
     return StepFacts(
         weights_bytes=profile.weights_gib * GIB,
-        parameters=profile.parameters,
+        parameters=parameters,
+        reads=reads,
         expert_bytes_per_param=EXPERT_BYTES_PER_PARAM[profile.checkpoint_format],
         vocab=profile.vocab_size,
         hidden=profile.hidden_size,

@@ -1,7 +1,8 @@
 """A plan's speed on a Spark, with bands from the calibration, and the concurrency a per-user decode floor allows.
 
-Predicted for one GB10 node serving a generating model whose profile carries parameter counts; otherwise None
-(a CPU sandbox's speed says nothing of a Spark's, and the model is not calibrated across a cluster's link).
+Predicted for one GB10 node serving a generating model whose checkpoint headers were read (hub ids and local
+directories) or whose profile carries sourced parameter counts; otherwise None, and the plan says which figure it
+lacks (a CPU sandbox's speed says nothing of a Spark's, and the model is not calibrated across a cluster's link).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from ..errors import PlanError
 from ..kv.cache import kv_dtype_bytes
 from ..models import Intent, ModelProfile, Platform, Reason, SpeculativeMethod
 from ..models.speed import Band, ConcurrencyPoint, SpeedPrediction, TtftPoint
+from ..reading.arithmetic import CONFIG_ARITHMETIC
 from . import calibration, speed
 from .speed import StepFacts
 
@@ -27,6 +29,25 @@ def facts_for(profile: ModelProfile, platform: Platform, nodes: int, kv_cache_dt
     if platform is not Platform.GB10 or nodes > 1:
         return None
     return speed.step_facts(profile, kv_dtype_bytes(kv_cache_dtype))
+
+
+def silence(profile: ModelProfile, platform: Platform, nodes: int, runner: str) -> list[str]:
+    """Why a GB10 plan of a generating model predicts no speed, naming the figure it lacks; nothing where it predicts."""
+    if platform is not Platform.GB10 or runner != "generate":
+        return []
+    if nodes > 1:
+        return [
+            f"no speed predicted: the speed model is fitted to one Spark, and the {nodes} nodes' traffic over the link "
+            "(each step's collectives) is not in it"
+        ]
+    if profile.decode_reads is None and profile.parameters is None:
+        lacking = profile.decode_reads_gap or "no safetensors headers were read and the profile has no parameter counts"
+        return [f"no speed predicted: what a decode step reads is not known ({lacking})"]
+    return []
+
+
+def _counted(profile: ModelProfile) -> bool:
+    return profile.decode_reads is None and profile.sources.get("parameters", "").startswith(CONFIG_ARITHMETIC)
 
 
 def _band(value: float, kind: calibration.Kind) -> Band:
@@ -90,7 +111,8 @@ def predict(
         basis=[
             f"{facts.step_bytes(1, 1, context) / 1e9:.2f} GB read per single-stream step at {context} tokens "
             f"(output head {facts.head_bytes / 1e9:.2f} GB, {facts.parameters.active_b:g}B of "
-            f"{facts.parameters.total_b:g}B parameters active)",
+            f"{facts.parameters.total_b:g}B parameters active"
+            + (", counted by config arithmetic: no safetensors header was read)" if _counted(profile) else ")"),
             f"bandwidth efficiency {factors.bandwidth_efficiency:.2f} of {speed.GB10_BANDWIDTH / 1e9:g} GB/s "
             f"({speed.BANDWIDTH_SOURCE}), "
             f"per-step cost {factors.step_s * 1e3:.1f} ms"
