@@ -126,7 +126,7 @@ def _host(args: argparse.Namespace) -> tuple[HostFacts, str | None]:
 
 # The intent's fields the command line spells otherwise, and those it does not take (each with why).
 INTENT_FLAGS = {"max_context": "--context", "tensor_parallel_size": "--tp", "pipeline_parallel_size": "--pp",
-                "allow_yarn": "--yarn"}  # fmt: skip
+                "decode_context_parallel_size": "--dcp", "allow_yarn": "--yarn"}  # fmt: skip
 NOT_ON_THE_COMMAND_LINE = {
     "socket": "set by the host plan behind the front door, never by a user",
     "answer_check": "a question and its answer: the vllm_serve role's intent.answer_check",

@@ -63,7 +63,7 @@ def test_the_command_line_carries_every_value_to_the_intent() -> None:
         "--speculative", "ngram", "--moe-backend", "triton", "--load", "eager", "--num-speculative-tokens", "3",
         "--drafter-weights-gib", "1.5",
         "--served-name", "m", "--host", "0.0.0.0", "--port", "8123", "--api-key", "--allow-unauthenticated-bind",
-        "--tp", "2", "--pp", "2", "--nodes", "2", "--cluster-backend", "native", "--cluster-port", "29600", "--yarn",
+        "--tp", "2", "--pp", "2", "--dcp", "2", "--nodes", "2", "--cluster-backend", "native", "--cluster-port", "29600", "--yarn",
         "--allow-long-context", "--trust-remote-code", "--gpu-memory-utilization", "0.5",
         "--max-num-batched-tokens", "4096", "--max-request-mib", "64", "--min-decode-tps", "20", "--chat-template-kwargs",
         '{"enable_thinking": false}', "--chat-template", "/etc/t.jinja", "--host-reserve-gib", "6",

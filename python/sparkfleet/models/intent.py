@@ -171,6 +171,11 @@ class Intent(Strict):
     )
     tensor_parallel_size: Annotated[int, Field(ge=1, le=64)] = Field(1, description="tensor parallel size")
     pipeline_parallel_size: Annotated[int, Field(ge=1, le=64)] = Field(1, description="pipeline parallel size")
+    decode_context_parallel_size: Annotated[int, Field(ge=1, le=64)] = Field(
+        1,
+        description="decode context parallel: the tensor-parallel ranks split each sequence's KV by token (MLA models; "
+        "divides tensor_parallel_size)",
+    )
     nodes: Annotated[int, Field(ge=1, le=64)] = Field(
         1, description="the Sparks one instance spans (the members of its cluster, the head first)"
     )

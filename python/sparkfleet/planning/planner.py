@@ -30,12 +30,12 @@ from ..versions import (
     VllmVersion,
     has_flag,
 )
-from . import clients, encoder, loading, memguard, remotecode, rules, speedplan
+from . import clients, contextparallel, encoder, loading, memguard, remotecode, rules, speedplan
 from . import memory as mem
 from .answers import answer_check
 from .budget import Budget, memory_budget, non_kv
 from .cautions import compile_warning, guard_env, plan_warnings, scheduler_warning
-from .choices import Resolved, check_bundled_draft, kv_geometry, release_of, resolve
+from .choices import Resolved, check_bundled_draft, release_of, resolve
 from .loading import LoadChoice
 from .remotecode import CodeVerdict
 from .requestsize import SOURCE as REQUEST_SOURCE
@@ -148,6 +148,7 @@ def plan(
     model_dir = model_dir or (model_ref if model_ref and model_ref.startswith("/") else None)
     check_bundled_draft(profile, intent, model_dir)
     refuse_open_bind(intent)
+    contextparallel.check(profile, intent)
     remote_code = remote_code_consent(profile, intent, drafter, release_of(host))
     intent, floor_reasons = decode_floor(host, profile, intent, drafter)
     sized = size(host, profile, intent, drafter=drafter, placement=placement, model_fs=model_fs)
@@ -212,7 +213,7 @@ def size(
 ) -> Sized:
     r = resolve(host, profile, intent, drafter)
     backend = cluster_backend(intent, r.version, placement)
-    geo = kv_geometry(profile, intent, r, host.platform, host.cpu_amx_tile)
+    geo = contextparallel.kv_pool(profile, intent, r, host)
     budget = memory_budget(host, profile, intent, r, geo)
     r, chunk_reasons = _budget_chunk(r, budget, intent, profile)
     kv_bytes = geo.num_blocks(budget.kv_bytes) * geo.bytes_per_block
@@ -342,6 +343,7 @@ def all_warnings(
         + [w for w in (scheduler_warning(r, lambda n: non_kv(host, profile, intent, r, n).activation, sized.headroom),) if w]
         + memory_warnings(profile, sized)
         + speedplan.silence(profile, host.platform, intent.nodes, runner)
+        + contextparallel.cautions(intent)
     )
 
 

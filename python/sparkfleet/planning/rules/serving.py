@@ -11,6 +11,7 @@ from ...models import (
 )
 from ...sources import SEED_GUIDE, SEED_NANO, SEED_SM121, SEED_VLLM_BLOG, vllm
 from ...versions import has_flag
+from .. import contextparallel
 from .. import memory as mem
 from .base import Entry, Settings, arg, env, is_gb10
 
@@ -156,6 +157,15 @@ def parallelism(s: Settings) -> list[Entry]:
                 s.intent.pipeline_parallel_size,
                 reason="split layers across GPUs",
                 source="intent",
+            )
+        )
+    if s.intent.decode_context_parallel_size > 1:
+        out.append(
+            arg(
+                "--decode-context-parallel-size",
+                s.intent.decode_context_parallel_size,
+                reason="MLA's latent is whole on every tensor-parallel rank; these ranks split it by token instead",
+                source=contextparallel.SOURCE,
             )
         )
     # vLLM forms its expert-parallel group from the tensor-parallel ranks: pipeline stages hold their own experts.
