@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 
 from sparkfleet.catalog import load_catalog
-from sparkfleet.planning import calibration
+from sparkfleet.planning import calibration, multinode
+from sparkfleet.planning.speed import ALLREDUCE_START_S
 from sparkfleet.planning.speedplan import catalog_decode
 
 
@@ -70,6 +71,21 @@ def main() -> None:
         band = catalog_decode(profile)
         shown = f"{band.value:6.1f} tok/s ({band.low:.1f}-{band.high:.1f})" if band else "not predicted"
         print(f"  {profile.id:<62} {shown}")
+    across = multinode.factors()
+    print(
+        "\nacross Sparks (tensor parallel, the ratio to one Spark; all-reduce start fitted "
+        f"{across.allreduce_start_s * 1e6:.0f} us, nccl-tests' raw {ALLREDUCE_START_S * 1e6:.0f} us):"
+    )
+    for row in multinode.ROWS:
+        predicted = multinode.predicted_ratio(row, across)
+        print(
+            f"  {row.model:<48} {row.nodes} Sparks c{row.concurrency:<3} measured {row.one_spark_tps:7.1f} -> "
+            f"{row.spread_tps:7.1f} ({row.ratio:.2f}x)  predicted {predicted:.2f}x  {abs(predicted / row.ratio - 1):5.1%}"
+        )
+    print(
+        f"  leave-one-model-out error of the ratio (multi-node, apart from the single-node kinds above): "
+        f"{multinode.leave_one_model_out_error():.1%}"
+    )
 
 
 if __name__ == "__main__":

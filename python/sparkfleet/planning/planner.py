@@ -342,7 +342,7 @@ def all_warnings(
         plan_warnings(host, profile, intent, r, required)
         + [w for w in (scheduler_warning(r, lambda n: non_kv(host, profile, intent, r, n).activation, sized.headroom),) if w]
         + memory_warnings(profile, sized)
-        + speedplan.silence(profile, host.platform, intent.nodes, runner)
+        + speedplan.silence(profile, host.platform, intent, runner)
         + contextparallel.cautions(intent)
     )
 

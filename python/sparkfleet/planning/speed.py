@@ -21,6 +21,21 @@ GB10_BANDWIDTH = 273e9
 BANDWIDTH_SOURCE = "seed 002 §2: GB10 ~273 GB/s memory bandwidth"
 
 
+# NCCL all-reduce between Sparks over the RoCE link, small messages (a decode step's): 8 KB in 27.8 us and 64 KB in
+# 67 us between two (nccl-tests all_reduce_perf, NCCL 2.31.2, MTU 9000), 48 KB in 54-64 us among four (b12x's
+# GLM-5.3-Flash TP4 profile, about 100 of them a step): a start of 22 us and 1.44 GB/s fit all three within 5 us.
+ALLREDUCE_START_S = 22e-6
+ALLREDUCE_BYTES_PER_S = 1.44e9
+LINK_SOURCE = (
+    "NVIDIA/dgx-spark-playbooks PR #103 (all_reduce_perf between two Sparks: 8 KB 27.8 us, 64 KB 67 us); "
+    "b12x docs/rocenante.md and PR #295 (four Sparks, 48 KB all-reduces 54-64 us each, about 100 a decode step)"
+)
+
+
+def allreduce_seconds(nbytes: float, start_s: float = ALLREDUCE_START_S) -> float:
+    return start_s + nbytes / ALLREDUCE_BYTES_PER_S
+
+
 @dataclasses.dataclass(frozen=True)
 class Factors:
     """What the calibration fits: per-step cost, bandwidth efficiency, eager's cost per layer, prefill's rate."""
@@ -30,6 +45,9 @@ class Factors:
     eager_s_per_layer: float
     prefill_start_s: float
     flops: float
+    # What one all-reduce of a decode step costs between Sparks before its bytes: nccl-tests' raw figure unless the
+    # multi-node fit (sparkfleet.planning.multinode) gives what vLLM's steps pay.
+    allreduce_start_s: float = ALLREDUCE_START_S
 
 
 # Bytes per weight of a checkpoint's routed experts (its quantized part): 4-bit FP4 with an FP8 scale per 16 weights
@@ -74,6 +92,8 @@ class StepFacts:
     state_bytes: float = 0.0
     # The checkpoint's own headers, by tensor class: where present, the bytes a step reads come from them.
     reads: DecodeReads | None = None
+    # MLA keeps one latent a token, whole on every tensor-parallel rank: tensor parallel does not divide its KV.
+    kv_replicated: bool = False
 
     @property
     def head_params(self) -> float:
@@ -161,33 +181,49 @@ def step_facts(profile: ModelProfile, kv_dtype_bytes: int) -> StepFacts | None:
         window_kv_bytes_per_token=sliding * profile.sliding_attention_layers,
         window=profile.sliding_window or 0,
         state_bytes=state_bytes(profile, 1, 0) * (profile.state_layers.count if profile.state_layers else 0),
+        kv_replicated=profile.mla is not None,
     )
 
 
 def step_seconds(
-    facts: StepFacts, factors: Factors, *, sequences: int, context: int, eager: bool, tokens_per_sequence: int = 1
+    facts: StepFacts,
+    factors: Factors,
+    *,
+    sequences: int,
+    context: int,
+    eager: bool,
+    tokens_per_sequence: int = 1,
+    ranks: int = 1,
 ) -> float:
-    """One decode step over `sequences` streams, each verifying `tokens_per_sequence` tokens at `context`."""
-    read = facts.step_bytes(sequences, tokens_per_sequence, context) / (GB10_BANDWIDTH * factors.bandwidth_efficiency)
-    compute = sequences * tokens_per_sequence * 2 * facts.parameters.active_b * 1e9 / factors.flops
+    """One decode step over `sequences` streams, each verifying `tokens_per_sequence` tokens at `context`, on `ranks`
+    Sparks in tensor parallel (an MoE's experts spread over them, as the planner's --enable-expert-parallel does):
+    each reads and computes its share, then two all-reduces a layer (after attention, after the MLP) cross the link."""
+    tokens = sequences * tokens_per_sequence
+    weights = facts.weight_bytes_read(tokens) / ranks
+    cache = sequences * facts.cache_bytes_read(context) / (1 if facts.kv_replicated else ranks)
+    read = (weights + cache) / (GB10_BANDWIDTH * factors.bandwidth_efficiency)
+    compute = tokens * 2 * facts.parameters.active_b * 1e9 / factors.flops / ranks
     fixed = factors.step_s + (factors.eager_s_per_layer * facts.layers if eager else 0.0)
-    return fixed + read + compute
+    link = 2 * facts.layers * allreduce_seconds(tokens * facts.hidden * 2, factors.allreduce_start_s) if ranks > 1 else 0
+    return fixed + read + compute + link
 
 
-def decode_tps(facts: StepFacts, factors: Factors, *, context: int, eager: bool) -> float:
-    return 1 / step_seconds(facts, factors, sequences=1, context=context, eager=eager)
+def decode_tps(facts: StepFacts, factors: Factors, *, context: int, eager: bool, ranks: int = 1) -> float:
+    return 1 / step_seconds(facts, factors, sequences=1, context=context, eager=eager, ranks=ranks)
 
 
-def aggregate_tps(facts: StepFacts, factors: Factors, *, concurrency: int, context: int, eager: bool) -> float:
-    return concurrency / step_seconds(facts, factors, sequences=concurrency, context=context, eager=eager)
+def aggregate_tps(
+    facts: StepFacts, factors: Factors, *, concurrency: int, context: int, eager: bool, ranks: int = 1
+) -> float:
+    return concurrency / step_seconds(facts, factors, sequences=concurrency, context=context, eager=eager, ranks=ranks)
 
 
-def ttft_seconds(facts: StepFacts, factors: Factors, prompt_tokens: int) -> float:
-    return factors.prefill_start_s + prompt_tokens * 2 * facts.parameters.active_b * 1e9 / factors.flops
+def ttft_seconds(facts: StepFacts, factors: Factors, prompt_tokens: int, ranks: int = 1) -> float:
+    return factors.prefill_start_s + prompt_tokens * 2 * facts.parameters.active_b * 1e9 / factors.flops / ranks
 
 
-def prefill_tps(facts: StepFacts, factors: Factors, prompt_tokens: int) -> float:
-    return prompt_tokens / ttft_seconds(facts, factors, prompt_tokens)
+def prefill_tps(facts: StepFacts, factors: Factors, prompt_tokens: int, ranks: int = 1) -> float:
+    return prompt_tokens / ttft_seconds(facts, factors, prompt_tokens, ranks)
 
 
 def tokens_per_step(acceptance: float, drafts: int) -> float:

@@ -12,7 +12,7 @@ from ..kv.cache import kv_dtype_bytes
 from ..models import Intent, ModelProfile, Platform, Reason, SpeculativeMethod
 from ..models.speed import Band, ConcurrencyPoint, SpeedPrediction, TtftPoint
 from ..reading.arithmetic import CONFIG_ARITHMETIC
-from . import calibration, speed
+from . import calibration, multinode, speed
 from .speed import StepFacts
 
 # Decode is predicted with this many tokens in the sequence (seed 002 §10's benchmark: 1,024 prompt tokens).
@@ -31,14 +31,15 @@ def facts_for(profile: ModelProfile, platform: Platform, nodes: int, kv_cache_dt
     return speed.step_facts(profile, kv_dtype_bytes(kv_cache_dtype))
 
 
-def silence(profile: ModelProfile, platform: Platform, nodes: int, runner: str) -> list[str]:
+def silence(profile: ModelProfile, platform: Platform, intent: Intent, runner: str) -> list[str]:
     """Why a GB10 plan of a generating model predicts no speed, naming the figure it lacks; nothing where it predicts."""
     if platform is not Platform.GB10 or runner != "generate":
         return []
-    if nodes > 1:
+    nodes, ranks = intent.nodes, modelled_ranks(intent)
+    if ranks is None:
         return [
-            f"no speed predicted: the speed model is fitted to one Spark, and the {nodes} nodes' traffic over the link "
-            "(each step's collectives) is not in it"
+            f"no speed predicted: across {nodes} Sparks the speed model holds tensor parallel, one rank a Spark, not "
+            "pipeline stages"
         ]
     if profile.decode_reads is None and profile.parameters is None:
         lacking = profile.decode_reads_gap or "no safetensors headers were read and the profile has no parameter counts"
@@ -50,8 +51,8 @@ def _counted(profile: ModelProfile) -> bool:
     return profile.decode_reads is None and profile.sources.get("parameters", "").startswith(CONFIG_ARITHMETIC)
 
 
-def _band(value: float, kind: calibration.Kind) -> Band:
-    value, low, high = speed.band(value, calibration.error_by_kind()[kind])
+def _band(value: float, kind: calibration.Kind, extra: float = 0.0) -> Band:
+    value, low, high = speed.band(value, calibration.error_by_kind()[kind] + extra)
     return Band(value=round(value, 1), low=round(low, 1), high=round(high, 1))
 
 
@@ -80,30 +81,35 @@ def predict(
     speculative_tokens: int,
     runner: str,
 ) -> SpeedPrediction | None:
-    facts = facts_for(profile, platform, intent.nodes, kv_cache_dtype)
-    if facts is None or runner != "generate":
+    ranks = modelled_ranks(intent)
+    facts = facts_for(profile, platform, 1, kv_cache_dtype) if ranks else None
+    if facts is None or ranks is None or runner != "generate":
         return None
-    factors = calibration.factors()
+    factors = multinode.factors() if ranks > 1 else calibration.factors()
+    extra = multinode.leave_one_model_out_error() if ranks > 1 else 0.0
     context = min(CONTEXT_TOKENS, max_model_len)
     curve = [
         ConcurrencyPoint(
             concurrency=n,
             aggregate_tps=round(
-                total := speed.aggregate_tps(facts, factors, concurrency=n, context=context, eager=eager), 1
+                total := speed.aggregate_tps(facts, factors, concurrency=n, context=context, eager=eager, ranks=ranks), 1
             ),
             per_user_tps=round(total / n, 1),
         )
         for n in sorted({*(c for c in CURVE if c < max_num_seqs), max_num_seqs})
     ]
     spec, spec_basis = _speculative(facts, profile, intent, speculative_tokens, eager)
+    if ranks > 1 and spec is not None:
+        spec, spec_basis = None, "speculation across Sparks: no published figure to check it against"
     prompts = sorted({p for p in TTFT_PROMPTS if p <= max_model_len} | {min(TTFT_PROMPTS[0], max_model_len)})
+    ttft = [TtftPoint(prompt_tokens=p, ttft_s=round(speed.ttft_seconds(facts, factors, p, ranks), 3)) for p in prompts]
     return SpeedPrediction(
-        decode=_band(speed.decode_tps(facts, factors, context=context, eager=eager), "decode"),
-        aggregate=_band(curve[-1].aggregate_tps, "aggregate"),
+        decode=_band(speed.decode_tps(facts, factors, context=context, eager=eager, ranks=ranks), "decode", extra),
+        aggregate=_band(curve[-1].aggregate_tps, "aggregate", extra),
         concurrency=max_num_seqs,
         curve=curve,
-        prefill=_band(speed.prefill_tps(facts, factors, prompts[-1]), "prefill"),
-        ttft=[TtftPoint(prompt_tokens=p, ttft_s=round(speed.ttft_seconds(facts, factors, p), 3)) for p in prompts],
+        prefill=_band(speed.prefill_tps(facts, factors, prompts[-1], ranks), "prefill", extra),
+        ttft=ttft,
         context_tokens=context,
         speculative=spec,
         speculative_basis=spec_basis,
@@ -120,8 +126,31 @@ def predict(
             f"prefill {factors.flops / 1e12:.0f} TFLOP/s effective at 2 FLOPs per active parameter per prompt token",
             "bands: the calibration's mean leave-one-model-out error per kind "
             + ", ".join(f"{kind} {error:.0%}" for kind, error in calibration.error_by_kind().items()),
+            *_across(ranks, factors, extra),
         ],
     )
+
+
+def modelled_ranks(intent: Intent) -> int | None:
+    """The Sparks a step spreads over in tensor parallel (one GPU each); None for a layout the model does not hold
+    (pipeline stages across Sparks, or more ranks than Sparks)."""
+    if intent.nodes == 1:
+        return 1
+    if intent.pipeline_parallel_size == 1 and intent.tensor_parallel_size == intent.nodes:
+        return intent.nodes
+    return None
+
+
+def _across(ranks: int, factors: speed.Factors, extra: float) -> list[str]:
+    if ranks == 1:
+        return []
+    return [
+        f"{ranks} Sparks in tensor parallel: each reads and computes its share, then two all-reduces a layer cross "
+        f"the link at {factors.allreduce_start_s * 1e6:.0f} us each plus their bytes at "
+        f"{speed.ALLREDUCE_BYTES_PER_S / 1e9:.2f} GB/s ({speed.LINK_SOURCE}; the start fitted to published one- and "
+        f"two-Spark ratios, sparkfleet.planning.multinode); bands widened by that fit's leave-one-model-out "
+        f"error, {extra:.0%}; prefill's compute divided over the ranks, its link traffic not counted (no figure)"
+    ]
 
 
 def catalog_decode(profile: ModelProfile) -> Band | None:
