@@ -93,7 +93,8 @@ def _speed_lines(plan: ServePlan) -> list[str]:
             ", ".join(f"{p.concurrency}: {p.aggregate_tps:,.0f} ({p.per_user_tps:,.1f} each)" for p in s.curve),
         )
     )
-    header = "  speed on a Spark (predicted; each range is the calibration's leave-one-model-out error)"
+    where = "a Spark" if plan.nodes == 1 else f"{plan.nodes} Sparks in tensor parallel"
+    header = f"  speed on {where} (predicted; each range is the calibration's leave-one-model-out error)"
     return ["", header] + [f"    {label:<36}{value}" for label, value in rows]
 
 

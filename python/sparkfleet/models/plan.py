@@ -129,7 +129,8 @@ class ServePlan(Strict):
     start_budget_s: int = 0
     # The max_tokens each request should give at least (a reasoning model's trace spends it first); None: no floor.
     min_max_tokens: int | None = None
-    # Its speed on a Spark (sparkfleet.planning.speedplan); None off GB10, across nodes or without parameter counts.
+    # Its speed on its Sparks (sparkfleet.planning.speedplan); None off GB10, with pipeline stages across Sparks, or
+    # without what a step reads (the plan's warnings say which).
     speed: SpeedPrediction | None = None
 
     @model_validator(mode="after")
