@@ -29,6 +29,17 @@ def weight_bytes(model_dir: Path) -> int:
     return sum(f.stat().st_size for f in files)
 
 
+def served_shards(model_dir: Path) -> list[Path]:
+    """The safetensors files the model loads: those its index maps tensors to, else every one in the directory (a
+    Mistral repository ships consolidated.safetensors beside the shards: counted twice, a step would read double)."""
+    index = model_dir / "model.safetensors.index.json"
+    if index.is_file():
+        mapped = json.loads(index.read_text()).get("weight_map")
+        if isinstance(mapped, dict) and mapped:
+            return sorted({model_dir / str(name) for name in mapped.values()})
+    return sorted(model_dir.glob("*.safetensors"))
+
+
 def safetensors_header(path: Path) -> list[Tensor]:
     """The tensors one local safetensors file declares, from its header alone (the weights are not read)."""
     with path.open("rb") as handle:
@@ -65,7 +76,7 @@ def profile_from_dir(
     profile = profile_from_config(str(model_dir), config, weights, str(model_dir))
     # What a step reads is for the speed prediction alone: headers it cannot read leave the plan as it was.
     reads, gap = None, "no safetensors files in the directory"
-    shards = sorted(model_dir.glob("*.safetensors"))
+    shards = served_shards(model_dir)
     if shards:
         try:
             reads = decode_reads([t for shard in shards for t in safetensors_header(shard)], config, str(model_dir))

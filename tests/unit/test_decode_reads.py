@@ -161,3 +161,21 @@ def test_sparse_staging_really_is_sparse(tmp_path: Path) -> None:
     stage_sparse(tmp_path, qwen3_moe_tensors(config), shards=4)
     on_disk = sum(os.stat(p).st_blocks * 512 for p in tmp_path.glob("*.safetensors"))
     assert on_disk < 64 * 2**20
+
+
+def test_only_the_shards_the_index_maps_are_read(tmp_path: Path) -> None:
+    """A Mistral repository's consolidated.safetensors beside its shards holds the same weights again."""
+    config = json.loads(QWEN3_MOE.read_text())
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    tensors = qwen3_moe_tensors(config)
+    stage_sparse(tmp_path, tensors, shards=4)
+    whole = VirtualSafetensors(tensors)
+    with (tmp_path / "consolidated.safetensors").open("wb") as handle:
+        handle.write(whole.header)
+        handle.truncate(len(whole))
+    index = {
+        "weight_map": {name: f"model-{1 + i * 4 // len(tensors):05d}-of-00004.safetensors" for i, name in enumerate(tensors)}
+    }
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    reads = profile_from_dir(tmp_path).decode_reads
+    assert reads is not None and reads.total_params / 1e9 == pytest.approx(30.5, rel=0.005)

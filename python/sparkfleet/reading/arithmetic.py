@@ -9,8 +9,7 @@ from typing import Any
 from ..errors import PlanError
 from ..models import ModelProfile
 from ..models.speed import DecodeReads, Parameters
-from .config import text_config
-from .tensors import EXPERTS_KEYS, TOP_K_KEYS
+from .config import EXPERTS_KEYS, LAYERS_KEYS, TOP_K_KEYS, text_config
 
 # How a profile's parameters read when no header was: its speed prediction says so.
 CONFIG_ARITHMETIC = "config arithmetic"
@@ -54,7 +53,7 @@ def parameters_from_config(config: dict[str, Any], source: str) -> Parameters:
     """Total and active weights of a decoder-only checkpoint by its config's arithmetic (MTP layers and towers not
     counted: a text decode step does not read them)."""
     text = text_config(config)
-    hidden, layers = _int(text, "hidden_size", "d_model", "dim"), _int(text, "num_hidden_layers", "n_layers")
+    hidden, layers = _int(text, "hidden_size", "d_model", "dim"), _int(text, *LAYERS_KEYS)
     heads, vocab = _int(text, "num_attention_heads", "n_heads"), _int(text, "vocab_size")
     if not (hidden and layers and heads and vocab):
         raise PlanError("model", f"{source}: config arithmetic needs hidden_size, num_hidden_layers, heads and vocab_size")

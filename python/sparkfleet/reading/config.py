@@ -44,6 +44,10 @@ from .states import state_layers as state_layers_of
 
 # Sub-configs that hold the language model of a multimodal or wrapped checkpoint.
 TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config")
+# The names configs give their decoder layers, routed experts and experts a token takes (the first present counts).
+LAYERS_KEYS = ("num_hidden_layers", "n_layers", "num_layers")
+EXPERTS_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+TOP_K_KEYS = ("num_experts_per_tok", "moe_topk", "num_experts_per_token", "experts_per_token")
 # The profile fields a config is named as the source of, in order (all but the first five only where it has them).
 SOURCED_FIELDS = (
     "num_layers",
@@ -299,7 +303,7 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
     family = family_of(text.get("model_type"))
     rule = family.layers if family else LayerRule.FIELDS
     listed = _first(text, "hybrid_override_pattern", "layers_block_type")
-    layers = _first(text, "num_hidden_layers", "n_layers", "num_layers") or (len(listed) if listed else None)
+    layers = _first(text, *LAYERS_KEYS) or (len(listed) if listed else None)
     heads = _first(text, "num_attention_heads", "n_head", "n_heads")
     hidden = _first(text, "hidden_size", "d_model", "dim")
     if not (layers and heads and hidden):
@@ -351,7 +355,7 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         config_max_length=limit.allowed if limit.allowed > limit.derived else None,
         checkpoint_format=checkpoint_format(config),
         dtype="float16" if model_dtype(text) == "float16" else "bfloat16",
-        moe=bool(_first(text, "num_experts", "num_local_experts", "n_routed_experts")),
+        moe=bool(_first(text, *EXPERTS_KEYS)),
         multimodal=isinstance(config.get("vision_config"), dict),
         model_type=str(config["model_type"]) if isinstance(config.get("model_type"), str) else None,
         config_auto_map=isinstance(config.get("auto_map"), dict),

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import PlanError
 from ..models.speed import DecodeReads
-from .config import text_config
+from .config import EXPERTS_KEYS, LAYERS_KEYS, TOP_K_KEYS, text_config
 
 # Dotted name segments of the encoders and projectors a multimodal checkpoint carries beside its language model.
 TOWER_SEGMENTS = frozenset(
@@ -31,8 +31,6 @@ _NOT_WEIGHTS = re.compile(r"(scale|zero|zp|g_idx|absmax|_max$|_min$)", re.IGNORE
 # to an int32 (GPTQ and AWQ qweight).
 _PACKED = {"U8": 2, "I8": 2, "I32": 8}
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
-EXPERTS_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
-TOP_K_KEYS = ("num_experts_per_tok", "moe_topk", "num_experts_per_token", "experts_per_token")
 
 
 class TensorClass(str, Enum):
@@ -102,7 +100,7 @@ def _first_int(text: dict[str, Any], keys: tuple[str, ...]) -> int | None:
 def decode_reads(tensors: Iterable[Tensor], config: dict[str, Any], source: str) -> DecodeReads:
     """Sum the headers' tensors by class; the expert count and top-k come from the config."""
     text = text_config(config)
-    layers = _first_int(text, ("num_hidden_layers", "n_layers", "num_layers"))
+    layers = _first_int(text, LAYERS_KEYS)
     if not layers:
         raise PlanError("model", f"{source}: no num_hidden_layers to tell the decoder's layers from MTP layers")
     size = dict.fromkeys(TensorClass, 0)

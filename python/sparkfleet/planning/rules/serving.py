@@ -139,35 +139,25 @@ def memory_flags(s: Settings) -> list[Entry]:
     return out
 
 
+# Each parallel size the intent sets, as its vLLM flag, and why (planned only above 1).
+PARALLEL_FLAGS = (
+    ("tensor_parallel_size", "--tensor-parallel-size", "shard weights and KV heads across GPUs", "intent"),
+    ("pipeline_parallel_size", "--pipeline-parallel-size", "split layers across GPUs", "intent"),
+    (
+        "decode_context_parallel_size",
+        "--decode-context-parallel-size",
+        "MLA's latent is whole on every tensor-parallel rank; these ranks split it by token instead",
+        contextparallel.SOURCE,
+    ),
+)
+
+
 def parallelism(s: Settings) -> list[Entry]:
-    out: list[Entry] = []
-    if s.intent.tensor_parallel_size > 1:
-        out.append(
-            arg(
-                "--tensor-parallel-size",
-                s.intent.tensor_parallel_size,
-                reason="shard weights and KV heads across GPUs",
-                source="intent",
-            )
-        )
-    if s.intent.pipeline_parallel_size > 1:
-        out.append(
-            arg(
-                "--pipeline-parallel-size",
-                s.intent.pipeline_parallel_size,
-                reason="split layers across GPUs",
-                source="intent",
-            )
-        )
-    if s.intent.decode_context_parallel_size > 1:
-        out.append(
-            arg(
-                "--decode-context-parallel-size",
-                s.intent.decode_context_parallel_size,
-                reason="MLA's latent is whole on every tensor-parallel rank; these ranks split it by token instead",
-                source=contextparallel.SOURCE,
-            )
-        )
+    out = [
+        arg(flag, size, reason=reason, source=source)
+        for field, flag, reason, source in PARALLEL_FLAGS
+        if (size := int(getattr(s.intent, field))) > 1
+    ]
     # vLLM forms its expert-parallel group from the tensor-parallel ranks: pipeline stages hold their own experts.
     if s.profile.moe and s.intent.tensor_parallel_size > 1:
         out.append(
