@@ -20,7 +20,8 @@ options:
   _input:
     description:
       - The unit kind (C(vllm), C(watchdog), C(ray), C(node_exporter), C(prometheus), C(drop_caches), C(front_door),
-        C(door_metrics), C(gpu_metrics), C(door_activator), C(webui), C(link_test), C(memory_guard)).
+        C(door_metrics), C(gpu_metrics), C(door_activator), C(webui), C(link_test), C(memory_guard), C(metrics_gate),
+        C(door_gate)).
     type: str
     required: true
   platform:

@@ -222,17 +222,19 @@ def test_an_on_demand_instance_serves_on_its_socket_like_an_always_on_one() -> N
 # that takes more than any text body, those hold text bodies and the host-wide lane's 2 requests the largest.
 
 
-def test_the_sandbox_doors_memory_max_is_the_one_measured_under_the_worst_bodies() -> None:
-    # docs/performance.md, "The front door" (issue 47): on the sandbox spark01, "nginx's MemoryMax there is 736 MiB".
-    # Its door keeps three keys (the sandbox client, the chat UI's and the metrics key) and a text model's 2 MiB body:
-    # (3 x 32 x 2 MiB) x 2.5 + 256 = 736 MiB.
+def test_the_sandbox_doors_memory_max_is_the_one_measured_under_the_worst_bodies_and_connections() -> None:
+    # docs/performance.md, "The front door" (issue 47): on the sandbox spark01, "nginx's MemoryMax there is 736 MiB" for
+    # bodies: three keys (the sandbox client, the chat UI's and the metrics key) and a text model's 2 MiB body,
+    # (3 x 32 x 2 MiB) x 2.5 + 256 = 736 MiB. And "The door's connections" (issue 61): a connection left silent
+    # mid-handshake held 46.4-47.2 KiB, so 52 KiB with room, for the 2,048 each of its two ports admits: 208 MiB.
     result = door(
         host(("coder", 8000, {"served_name": "coder"})),
         clients=[{"name": "sandbox", "key": KEY_A}, {"name": "webui", "key": "w" * 40}],
         metrics_key=KEY_B,
+        webui={},
     )
     assert result["max_body_mib"] == 2 and result["large_body_bytes"] is None
-    assert result["memory_max_mib"] == 736
+    assert result["memory_max_mib"] == 736 + 208
 
 
 def test_each_model_takes_bodies_sized_to_its_context_and_nginx_memory_follows() -> None:
@@ -244,16 +246,17 @@ def test_each_model_takes_bodies_sized_to_its_context_and_nginx_memory_follows()
     assert {r["instance"]: r["max_body_mib"] for r in result["routes"]} == {"big": 9, "coder": 2}  # type: ignore[union-attr]
     assert result["max_body_mib"] == 9
     # A body over every model's text (2 MiB) takes the host-wide large-body lane (2 requests): two keys (alice and the
-    # metrics key) x 32 requests x 2 MiB + 2 x 9 MiB = 146 MiB, x 2.5 = 365 MiB, + 256 MiB for nginx = 621 MiB.
+    # metrics key) x 32 requests x 2 MiB + 2 x 9 MiB = 146 MiB, x 2.5 = 365 MiB, + 256 MiB for nginx = 621 MiB, and the
+    # 2,048 connections its one port admits at 52 KiB: 104 MiB.
     assert result["large_body_bytes"] == 2 * 1024 * 1024
-    assert result["memory_max_mib"] == 621
+    assert result["memory_max_mib"] == 621 + 104
     assert "MemoryMax" in result["memory_max_reason"] and "large_body_concurrency" in result["memory_max_reason"]  # type: ignore[operator]
     capped = door(plan, clients=[{"name": "alice", "key": KEY_A}], limits={"max_body_mib": 4})
     assert {r["instance"]: r["max_body_mib"] for r in capped["routes"]} == {"big": 4, "coder": 2}  # type: ignore[union-attr]
     # Text only (no model takes more than its text): no lane, each key's requests at the body limit:
-    # 1 key x 32 requests x 2 MiB = 64 MiB, x 2.5 = 160 MiB, + 256 MiB = 416 MiB.
+    # 1 key x 32 requests x 2 MiB = 64 MiB, x 2.5 = 160 MiB, + 256 MiB = 416 MiB, + 104 MiB of connections.
     text = door(host(("coder", 8000, {"served_name": "coder"})), clients=[{"name": "alice", "key": KEY_A}])
-    assert text["large_body_bytes"] is None and text["memory_max_mib"] == 416
+    assert text["large_body_bytes"] is None and text["memory_max_mib"] == 416 + 104
 
 
 def test_the_omni_model_takes_an_hour_of_audio_and_two_minutes_of_video_in_one_request() -> None:
@@ -268,8 +271,8 @@ def test_the_omni_model_takes_an_hour_of_audio_and_two_minutes_of_video_in_one_r
     result = door(plan, clients=[{"name": "alice", "key": KEY_A}])
     assert result["max_body_mib"] == mib and result["large_body_bytes"] == 3 * 1024 * 1024
     # 1 key x 32 requests x 3 MiB of text + 2 lane requests x 319 MiB = 734 MiB, x 2.5 = 1,835 MiB, + 256 MiB:
-    # 2,091 MiB, where every request at 319 MiB would be 24 GiB.
-    assert result["memory_max_mib"] == 2091
+    # 2,091 MiB (+ 104 MiB of connections), where every request at 319 MiB would be 24 GiB.
+    assert result["memory_max_mib"] == 2091 + 104
 
 
 def test_a_multimodal_model_takes_room_for_its_images() -> None:

@@ -24,8 +24,8 @@ def test_every_unit_drops_privileges_and_locks_the_file_system(kind: UnitKind) -
     d = as_dict(kind, writable=["/var/cache/sparkfleet"], **peer)
     # Its only job is writing /proc/sys/vm/drop_caches.
     tunables = "no" if kind is UnitKind.DROP_CACHES else "yes"
-    # Its only job is loading its nftables table.
-    capabilities = "CAP_NET_ADMIN" if kind is UnitKind.METRICS_GATE else ""
+    # Their only job is loading their nftables table.
+    capabilities = "CAP_NET_ADMIN" if kind in (UnitKind.METRICS_GATE, UnitKind.DOOR_GATE) else ""
     for name, value in {
         "NoNewPrivileges": "yes",
         "ProtectSystem": "strict",
@@ -175,8 +175,9 @@ def test_a_link_test_talks_to_its_one_peer_and_opens_only_the_verbs_nodes() -> N
         sandbox(UnitKind.LINK_TEST, Platform.CPU)
 
 
-def test_the_metrics_gate_has_the_hosts_network_and_netlink_only_with_network_admin_alone() -> None:
-    d = as_dict(UnitKind.METRICS_GATE)
+@pytest.mark.parametrize("kind", [UnitKind.METRICS_GATE, UnitKind.DOOR_GATE])
+def test_the_nft_gates_have_the_hosts_network_and_netlink_only_with_network_admin_alone(kind: UnitKind) -> None:
+    d = as_dict(kind)
     assert d["CapabilityBoundingSet"] == ["CAP_NET_ADMIN"] and d["AmbientCapabilities"] == [""]
     assert d["PrivateNetwork"] == ["no"] and d["IPAddressDeny"] == ["any"]
     assert d["RestrictAddressFamilies"] == ["AF_UNIX AF_NETLINK"]

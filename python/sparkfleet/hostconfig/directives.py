@@ -48,6 +48,7 @@ class UnitKind(str, Enum):
     LINK_TEST = "link_test"  # the link doctor's bandwidth server or client (ib_write_bw / iperf3), for one test
     MEMORY_GUARD = "memory_guard"  # keeps MemAvailable's floor: reads /proc and the cgroups, stops instances
     METRICS_GATE = "metrics_gate"  # loads the nftables table that lets only the metrics' readers reach them
+    DOOR_GATE = "door_gate"  # loads the nftables table that counts the door's connections per address and port
 
 
 class Directive(Strict):

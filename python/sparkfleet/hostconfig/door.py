@@ -20,6 +20,7 @@ from ..errors import PlanError, from_validation
 from ..models import ServePlan, Strict
 from ..planning.hostplan import RESERVED_PORTS, HostPlan
 from ..planning.requestsize import text_mib
+from .doorgate import DoorConnections, door_connections
 from .doorlimits import DoorLimits, admission
 from .doormemory import NGINX_BASE_MIB, door_memory
 
@@ -186,6 +187,7 @@ class DoorPlan(Strict):
     large_body_bytes: int | None = None
     memory_max_mib: int = NGINX_BASE_MIB
     memory_max_reason: str = ""
+    connections: DoorConnections | None = None
 
 
 def client_digests(clients: object, variable: str) -> list[dict[str, str]]:
@@ -367,8 +369,14 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
     paths = sorted({p for r in routes for p in r.paths})
     max_body = max((r.max_body_mib for r in routes), default=1)
     text_body = max((r.text_body_mib for r in routes), default=1)
+    connections = door_connections([settings.port, *([settings.webui.port] if settings.webui else [])], settings.limits)
     memory_max, memory_why = door_memory(
-        len(settings.clients), settings.limits.concurrency, max_body, text_body, settings.limits.large_body_concurrency
+        len(settings.clients),
+        settings.limits.concurrency,
+        max_body,
+        text_body,
+        settings.limits.large_body_concurrency,
+        connections_mib=connections.memory_mib,
     )
     models: dict[str, object] = {
         "object": "list",
@@ -389,13 +397,14 @@ def door_plan(host_plan: HostPlan, settings: DoorSettings, variable: str = "fron
         models=models,
         clients=settings.clients,
         limits=settings.limits,
-        reasons=_door_reasons(routes, paths, memory_why, activator, settings),
+        reasons=[*_door_reasons(routes, paths, memory_why, activator, settings), connections.reason],
         activator=activator,
         webui=settings.webui,
         max_body_mib=max_body,
         large_body_bytes=text_body * 1024 * 1024 if max_body > text_body else None,
         memory_max_mib=memory_max,
         memory_max_reason=memory_why,
+        connections=connections,
     )
 
 

@@ -37,6 +37,11 @@ class DoorLimits(Strict):
     # A client must send its TLS handshake and its whole request head within this (nginx's default is 60 s): a
     # connection held open with a partial head costs a worker connection for no request.
     header_timeout_s: Annotated[int, Field(ge=2, le=300)] = 10
+    # TCP connections one client address may hold open to each door port, and each port from every address: the host
+    # firewall resets the next before TLS (a connection that never sends its head otherwise holds a worker connection
+    # for header_timeout_s), and nginx is sized to hold every connection they admit (sparkfleet.hostconfig.doorgate).
+    source_connections: Annotated[int, Field(ge=1, le=65_535)] = 256
+    port_connections: Annotated[int, Field(ge=16, le=65_535)] = 2048
     # While an instance starts or restarts the door answers 503 and asks clients to retry after this.
     retry_after_s: Annotated[int, Field(ge=1, le=3600)] = 10
     # A request for a stopped on-demand model waits this long for it to start and answer right, then

@@ -30,8 +30,11 @@ def door_memory_mib(clients: int, concurrency: int, max_body_mib: int, large: tu
     return NGINX_BASE_MIB + math.ceil(held * BODY_COPIES_IN_FLIGHT)
 
 
-def door_memory(keys: int, each: int, max_body: int, text_body: int, lane: int) -> tuple[int, str]:
-    """nginx's MemoryMax and why: with a route that takes more than any text body, the large-body lane holds those."""
+def door_memory(
+    keys: int, each: int, max_body: int, text_body: int, lane: int, *, connections_mib: int = 0
+) -> tuple[int, str]:
+    """nginx's MemoryMax and why: with a route that takes more than any text body, the large-body lane holds those;
+    the connections the firewall admits (sparkfleet.hostconfig.doorgate) hold `connections_mib` besides."""
     if max_body > text_body:
         memory_max = door_memory_mib(keys, each, max_body, (lane, text_body))
         held = (
@@ -41,8 +44,10 @@ def door_memory(keys: int, each: int, max_body: int, text_body: int, lane: int) 
     else:
         memory_max = door_memory_mib(keys, each, max_body)
         held = f"{keys} keys x {each} requests x {max_body} MiB of body"
+    memory_max += connections_mib
+    held_open = f" + {connections_mib} MiB for the connections it may hold open" if connections_mib else ""
     why = (
         f"nginx may hold {memory_max} MiB (MemoryMax: ({held}) x {BODY_COPIES_IN_FLIGHT} (its buffer and the router's "
-        f"copy, measured) + {NGINX_BASE_MIB} MiB for nginx); past it the kernel stops the door, never vLLM"
+        f"copy, measured) + {NGINX_BASE_MIB} MiB for nginx{held_open}); past it the kernel stops the door, never vLLM"
     )
     return memory_max, why

@@ -268,8 +268,9 @@ def _drop_caches(common: list[Directive], kind: UnitKind, platform: Platform, gi
     return [*(relaxed.get(d.name, d) for d in common), *offline()]
 
 
-def _metrics_gate(common: list[Directive], kind: UnitKind, platform: Platform, given: UnitInputs) -> list[Directive]:
-    """Root with CAP_NET_ADMIN alone, in the host's network namespace: nft loads its one table there."""
+def _nft_gate(common: list[Directive], kind: UnitKind, platform: Platform, given: UnitInputs) -> list[Directive]:
+    """Root with CAP_NET_ADMIN alone, in the host's network namespace: nft loads its one table there (the metrics
+    gate and the door's)."""
     relaxed = {
         "CapabilityBoundingSet": directive("CapabilityBoundingSet", "CAP_NET_ADMIN", "relaxed: it loads its nftables table"),
         "PrivateNetwork": directive("PrivateNetwork", "no", "relaxed: its table belongs to the host's network namespace"),
@@ -324,7 +325,8 @@ _BUILDERS: dict[UnitKind, Callable[[list[Directive], UnitKind, Platform, UnitInp
     UnitKind.MEMORY_GUARD: _memory_guard,
     UnitKind.GPU_METRICS: lambda out, kind, platform, given: [*out, *devices(platform), *offline(private_devices=False)],
     UnitKind.DROP_CACHES: _drop_caches,
-    UnitKind.METRICS_GATE: _metrics_gate,
+    UnitKind.METRICS_GATE: _nft_gate,
+    UnitKind.DOOR_GATE: _nft_gate,
     UnitKind.LINK_TEST: _link_test,
     UnitKind.FRONT_DOOR: _front_door,
 }
