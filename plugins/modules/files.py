@@ -99,8 +99,8 @@ options:
       keep_content:
         description:
           - The content is only the new file's first; a file that exists keeps what it holds and gets only its owner,
-            group and mode. For a file another program writes in place (a metrics file made here for an account that
-            may not create files in its directory).
+            group and mode, and is not read (a log of any size). For a file another program writes in place (a metrics
+            file made here for an account that may not create files in its directory, nginx's logs).
         type: bool
         default: false
         version_added: 0.14.0
@@ -412,8 +412,10 @@ def ensure(module, spec, planned):
     dest = spec["dest"]
     wanted = spec["content"].encode("utf-8")
     parent_changed = ensure_parent(module, spec, planned)
-    current = read_current(dest) if os.path.isdir(os.path.dirname(dest)) else None
-    content_changed = current != wanted and not (spec["keep_content"] and current is not None)
+    # A kept file is never read: it may be a log of any size another program writes.
+    kept = spec["keep_content"] and os.path.isfile(dest)
+    current = read_current(dest) if os.path.isdir(os.path.dirname(dest)) and not kept else None
+    content_changed = not kept and current != wanted
     entry = {"dest": dest, "changed": parent_changed or content_changed, "content_changed": content_changed}
     if content_changed and spec["diff"] and module._diff:
         entry["before"] = text_for_diff(current)

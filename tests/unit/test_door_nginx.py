@@ -92,6 +92,7 @@ class InstanceHandler(http.server.BaseHTTPRequestHandler):
 
 UI_SESSION = "token=signed-in"
 UI_BODIES: list[tuple[str, int]] = []
+UI_UPGRADES: list[str] = []
 
 
 class UiHandler(http.server.BaseHTTPRequestHandler):
@@ -111,6 +112,8 @@ class UiHandler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:
+        if self.headers.get("Upgrade"):
+            UI_UPGRADES.append(self.path)
         if self.path == "/api/v1/auths/":
             signed_in = self.headers.get("Cookie") == UI_SESSION and "Content-Length" not in self.headers
             self.answer(200 if signed_in else 401, b"{}")
@@ -411,6 +414,24 @@ def test_a_body_reaches_the_ui_only_from_a_signed_in_browser(door_url: Any) -> N
     status, _, _ = ask(door_url, "GET", "/api/v1/chats/", body={"chat": {"t": "x" * 500_000}}, ui=True)
     assert status == 401
     assert UI_BODIES == []
+
+
+def test_a_websocket_reaches_the_ui_only_from_a_signed_in_browser(door_url: Any) -> None:
+    """Issue 61: unauthenticated WebSocket messages of up to 16 MiB took Open WebUI to 1,038 MiB; the door cannot bound a
+    message, so the upgrade itself needs the session (a browser's socket carries its sign-in cookie)."""
+    del UI_UPGRADES[:]
+    socket_io = "/ws/socket.io/?EIO=4&transport=websocket"
+    upgrade = {
+        "Upgrade": "websocket",
+        "Connection": "Upgrade",
+        "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+    }
+    assert ask(door_url, "GET", socket_io, extra=upgrade, ui=True)[0] == 401
+    assert ask(door_url, "GET", socket_io, extra={**upgrade, "Cookie": "token=forged"}, ui=True)[0] == 401
+    assert UI_UPGRADES == []
+    ask(door_url, "GET", socket_io, extra={**upgrade, "Cookie": UI_SESSION}, ui=True)
+    assert UI_UPGRADES == [socket_io]
 
 
 def test_the_ui_port_takes_small_sign_in_bodies_and_limits_each_address(door_url: Any) -> None:
