@@ -431,7 +431,7 @@ def test_a_websocket_reaches_the_ui_only_from_a_signed_in_browser(door_url: Any)
     assert ask(door_url, "GET", socket_io, extra={**upgrade, "Cookie": "token=forged"}, ui=True)[0] == 401
     assert UI_UPGRADES == []
     ask(door_url, "GET", socket_io, extra={**upgrade, "Cookie": UI_SESSION}, ui=True)
-    assert UI_UPGRADES == [socket_io]
+    assert [socket_io] == UI_UPGRADES
 
 
 def test_the_ui_port_takes_small_sign_in_bodies_and_limits_each_address(door_url: Any) -> None:

@@ -81,6 +81,9 @@ class KvGeometry:
     groups: tuple[GroupKind, ...]
     sliding_window: int | None
     state_blocks_per_request: int
+    # Indexer keys beyond the layers' pages, per token on this rank: those of a sparse MLA whose layers do not all keep
+    # one (sparse_mla_geometry); every block id holds them beside its pages (vLLM's UniformTypeKVCacheSpecs).
+    indexer_bytes_per_token: int = 0
 
     @property
     def block_size(self) -> int:
@@ -94,12 +97,13 @@ class KvGeometry:
     @property
     def bytes_per_token(self) -> int:
         """KV bytes one token costs on this rank, over every attention layer (state layers excluded)."""
-        return sum(self.bytes_per_token_by_kind[kind] * self.layers_by_kind[kind] for kind in self.bytes_per_token_by_kind)
+        layers = sum(self.bytes_per_token_by_kind[kind] * self.layers_by_kind[kind] for kind in self.bytes_per_token_by_kind)
+        return layers + self.indexer_bytes_per_token
 
     @property
     def bytes_per_block(self) -> int:
-        """One block id in the shared pool backs `group_size` layers of one page each."""
-        return self.group_size * self.page_bytes
+        """One block id in the shared pool backs `group_size` layers of one page each (and any indexer keys)."""
+        return self.group_size * self.page_bytes + self.block_size * self.indexer_bytes_per_token
 
     def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int) -> int:
         total = 0
@@ -324,4 +328,27 @@ def geometry(
         groups=groups,
         sliding_window=profile.sliding_window,
         state_blocks_per_request=state_blocks,
+    )
+
+
+def sparse_mla_geometry(
+    profile: ModelProfile, *, record_bytes: int, block_size: int, pipeline_parallel: int = 1, draft_layers: int = 0
+) -> KvGeometry:
+    """One rank's pool of a sparse MLA on GB10 (sparkfleet.kv.sparse): one `record_bytes` record a token in every
+    full-attention layer and an indexer key in each layer that keeps one, MTP layers included; all of them full
+    attention in one block table, each layer with a page of its own size (UniformTypeKVCacheSpecs), every rank holding
+    the whole latent."""
+    layers = cdiv(profile.full_attention_layers + draft_layers, pipeline_parallel)
+    indexers = cdiv((profile.indexer_layers or profile.full_attention_layers) + draft_layers, pipeline_parallel)
+    return KvGeometry(
+        bytes_per_token_by_kind={GroupKind.FULL: record_bytes},
+        layers_by_kind={GroupKind.FULL: layers},
+        state_bytes_per_layer=0,
+        block_size_by_kind={GroupKind.FULL: block_size},
+        page_bytes=block_size * record_bytes,
+        group_size=layers,
+        groups=(GroupKind.FULL,),
+        sliding_window=None,
+        state_blocks_per_request=0,
+        indexer_bytes_per_token=indexers * profile.indexer_bytes_per_token,
     )

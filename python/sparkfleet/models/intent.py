@@ -102,6 +102,8 @@ class KvDtype(str, Enum):
     AUTO = "auto"
     FP8 = "fp8"
     BF16 = "bf16"
+    # A 4-bit cache: a sparse MLA's nvfp4_ds_mla record, on a release that serves it on GB10 (sparkfleet.kv.sparse).
+    NVFP4 = "nvfp4"
 
 
 _SERVED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$")
@@ -132,7 +134,9 @@ class Intent(Strict):
     kv_cache_dtype: KvDtype = Field(
         KvDtype.AUTO,
         description="the KV cache's element type: auto (fp8 where the model recommends it, its MTP draft needs it or the "
-        "profile is memory-saver, else the model's own), fp8 or bf16",
+        "profile is memory-saver, else the model's own), fp8, bf16, or nvfp4 (a sparse MLA's 4-bit record, on a "
+        "release that serves it on GB10); a sparse MLA (DeepSeek-V3.2, GLM-5.x) on GB10 keeps vLLM's fp8_ds_mla record "
+        "for auto and fp8",
     )
     speculative: SpeculativeMethod = Field(
         SpeculativeMethod.NONE, description="speculative decoding: none, ngram, suffix, mtp, dflash, eagle3 or draft_model"

@@ -278,6 +278,11 @@ class ModelProfile(Strict):
     # A sparse-attention indexer's own key cache, per full-attention layer and token (GLM-5-Next's and
     # DeepSeek-V3.2's, Qwen4-Exp's compressed keys): replicated across tensor-parallel ranks.
     indexer_bytes_per_token: Annotated[int, Field(ge=0)] = 0
+    # The full-attention layers that keep an indexer key cache of their own, where index_topk_freq or
+    # index_topk_pattern lets the others reuse another layer's top-k (GLM-5.3: 21 of 78); None: every one.
+    indexer_layers: Annotated[int, Field(ge=0)] | None = None
+    # The tokens a sparse MLA's decode attends to (its indexer's top-k); its indexer still reads every token's key.
+    index_topk: Annotated[int, Field(gt=0)] | None = None
     # State layers every tensor-parallel rank holds whole, beside state_layers (Qwen4-Exp's n-gram short convolution,
     # tp_replicated); vLLM pads their page to the attention page as it does state_layers'.
     replicated_state_layers: StateLayers | None = None

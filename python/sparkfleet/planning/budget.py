@@ -49,8 +49,8 @@ def _suggestions(profile: ModelProfile, intent: Intent, r: Resolved, geo: KvPool
         context //= 2
     if context < r.max_model_len and geo.bytes_for_requests(intent.concurrency, context, r.in_flight()) <= room:
         tips.append(f"max_context {context}")
-    # DeepSeek-V4 keeps fp8_ds_mla whatever is asked: fp8 would change nothing.
-    fp8_helps = profile.kv_fp8_supported and not isinstance(profile.kv_layout, PackedMlaPool)
+    # DeepSeek-V4, and a sparse MLA on GB10, keep fp8_ds_mla whatever is asked: fp8 would change nothing.
+    fp8_helps = profile.kv_fp8_supported and not isinstance(profile.kv_layout, PackedMlaPool) and r.kv_record is None
     if r.kv_cache_dtype != "fp8" and fp8_helps and intent.speculative is not SpeculativeMethod.DFLASH:
         tips.append("kv_cache_dtype fp8")
     tips.append(f"nodes {max(2, intent.nodes * 2)} (tensor parallel)")

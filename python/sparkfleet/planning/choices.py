@@ -13,10 +13,12 @@ from ..kv.cache import (
     attention_bytes_per_token,
     base_block_size,
     geometry,
+    sparse_mla_geometry,
     state_checkpoints,
 )
 from ..kv.indexed import indexed_geometry
 from ..kv.packed import packed_geometry
+from ..kv.sparse import SPARSE_MLA_BLOCK_GB10, SparseMlaCache
 from ..models import (
     ClusterBackend,
     HostFacts,
@@ -39,6 +41,7 @@ from ..versions import (
     cudagraph_capture_ceiling,
     has_flag,
 )
+from .kvdtype import resolve_kv_dtype
 from .levers import check_moe_backend
 
 DEFAULT_CONTEXT = 65536
@@ -79,6 +82,8 @@ class Resolved:
     # Scheduler steps in flight at once (VllmConfig.max_concurrent_batches): a sliding window is reserved for
     # this many chunks of max_num_batched_tokens beside the window (concurrent_batches).
     concurrent_batches: int = 1
+    # A sparse MLA's record on GB10 (kv_cache_dtype is then its name, fp8_ds_mla or nvfp4_ds_mla).
+    kv_record: SparseMlaCache | None = None
 
     def in_flight(self, batched: int | None = None) -> int:
         """VllmConfig.max_in_flight_tokens for a scheduler chunk (this plan's, or one tried in its place)."""
@@ -112,38 +117,6 @@ def _speculative_tokens(profile: ModelProfile, intent: Intent) -> int:
     if method is SpeculativeMethod.DFLASH:
         return profile.speculative.dflash_default_tokens
     return SPECULATIVE_TOKENS[method]
-
-
-def _kv_dtype(profile: ModelProfile, intent: Intent) -> str:
-    dflash = intent.speculative is SpeculativeMethod.DFLASH
-    mtp_fp8 = intent.speculative is SpeculativeMethod.MTP and profile.speculative.mtp_requires_fp8_kv
-    if intent.kv_cache_dtype is KvDtype.FP8:
-        if not profile.kv_fp8_supported:
-            raise PlanError(
-                "intent.kv_cache_dtype",
-                f"fp8 KV gives scrambled output with {profile.id}",
-                ("kv_cache_dtype bf16",),
-            )
-        if dflash:
-            raise PlanError(
-                "intent.kv_cache_dtype",
-                "DFlash drafts need a BF16 KV cache",
-                ("kv_cache_dtype bf16", "speculative mtp or ngram"),
-            )
-        return "fp8"
-    if intent.kv_cache_dtype is KvDtype.BF16:
-        if mtp_fp8:
-            raise PlanError(
-                "intent.kv_cache_dtype",
-                f"the MTP draft of {profile.id} needs an fp8 KV cache",
-                ("kv_cache_dtype fp8", "speculative none"),
-            )
-        return "auto"
-    if dflash or not profile.kv_fp8_supported:
-        return "auto"
-    saver = intent.profile is ServeProfile.MEMORY_SAVER and not profile.kv_fp8_avoided
-    wants_fp8 = profile.kv_fp8_recommended or mtp_fp8 or saver
-    return "fp8" if wants_fp8 else "auto"
 
 
 def _capture_sizes(max_num_seqs: int, spec_tokens: int, batched: int, version: VllmVersion) -> tuple[int, ...]:
@@ -311,6 +284,7 @@ def resolve(host: HostFacts, profile: ModelProfile, intent: Intent, drafter: Mod
     # vLLM's CPU platform has no CUDA graphs: no capture sizes to choose and no graph pool to budget.
     graphs = not eager and host.platform is not Platform.CPU
     drafter_gib, draft_layers = _draft(profile, intent, drafter, intent.tensor_parallel_size)
+    kv = resolve_kv_dtype(profile, intent, host.platform, host.vllm_capabilities)
     return Resolved(
         drafter=drafter,
         drafter_gib=drafter_gib,
@@ -319,7 +293,8 @@ def resolve(host: HostFacts, profile: ModelProfile, intent: Intent, drafter: Mod
         max_model_len=context,
         max_num_seqs=intent.concurrency,
         max_num_batched_tokens=batched,
-        kv_cache_dtype=_kv_dtype(profile, intent),
+        kv_cache_dtype=kv.kv_cache_dtype,
+        kv_record=kv.record,
         speculative_tokens=spec_tokens,
         capture_sizes=_capture_sizes(intent.concurrency, spec_tokens, batched, version) if graphs else (),
         enforce_eager=eager,
@@ -437,6 +412,14 @@ def kv_geometry(profile: ModelProfile, intent: Intent, r: Resolved, platform: Pl
         # bf16 resolves to "auto" for other models (the model dtype); DeepSeek-V4 would keep fp8_ds_mla instead.
         asked = "bfloat16" if intent.kv_cache_dtype is KvDtype.BF16 else r.kv_cache_dtype
         return packed_geometry(layout.shape, kv_cache_dtype=asked, draft_layers=r.draft_layers)
+    if r.kv_record is not None:
+        return sparse_mla_geometry(
+            profile,
+            record_bytes=r.kv_record.record_bytes,
+            block_size=SPARSE_MLA_BLOCK_GB10,
+            pipeline_parallel=intent.pipeline_parallel_size,
+            draft_layers=r.draft_layers,
+        )
     return geometry(
         profile,
         kv_cache_dtype=r.kv_cache_dtype,

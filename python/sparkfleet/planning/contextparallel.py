@@ -59,6 +59,8 @@ def spread(pool: KvPool, dcp: int) -> KvPool:
         pool,
         bytes_per_token_by_kind={k: cdiv(v, dcp) for k, v in pool.bytes_per_token_by_kind.items()},
         block_size_by_kind={k: v * dcp if k in attention else v for k, v in pool.block_size_by_kind.items()},
+        # A sparse MLA's indexer keys are MLA caches in the same block table: split by token alike.
+        indexer_bytes_per_token=cdiv(pool.indexer_bytes_per_token, dcp),
     )
 
 

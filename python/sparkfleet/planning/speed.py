@@ -160,26 +160,38 @@ class StepFacts:
         return self.weight_bytes_read(sequences * tokens_per_sequence) + sequences * self.cache_bytes_read(context)
 
 
-def step_facts(profile: ModelProfile, kv_dtype_bytes: int) -> StepFacts | None:
+def step_facts(profile: ModelProfile, kv_dtype_bytes: int, sparse_record: int | None = None) -> StepFacts | None:
     """The step facts of a profile whose checkpoint headers were read, or with sourced parameter counts; None for one
-    with neither (no speed is predicted). The headers' reading comes first: it is the checkpoint's own."""
+    with neither (no speed is predicted). The headers' reading comes first: it is the checkpoint's own.
+
+    A sparse MLA (`sparse_record`: its record's bytes on GB10) reads each layer's record for its index_topk tokens only,
+    and its indexers' keys for the whole context: the one read as a window, the other as full attention."""
     reads = profile.decode_reads
     parameters = reads.parameters() if reads is not None else profile.parameters
     if parameters is None:
         return None
+    if sparse_record is not None and profile.index_topk:
+        indexers = (profile.indexer_layers or profile.full_attention_layers) * profile.indexer_bytes_per_token
+        return _facts(profile, parameters, (indexers, sparse_record * profile.full_attention_layers, profile.index_topk))
     full = attention_bytes_per_token(profile, kv_dtype_bytes, 1, GroupKind.FULL)
     sliding = attention_bytes_per_token(profile, kv_dtype_bytes, 1, GroupKind.SLIDING)
+    window = (full * profile.full_attention_layers, sliding * profile.sliding_attention_layers, profile.sliding_window or 0)
+    return _facts(profile, parameters, window)
+
+
+def _facts(profile: ModelProfile, parameters: Parameters, kv: tuple[int, int, int]) -> StepFacts:
+    """`kv`: the bytes a token of the whole context costs a step, those of a window's token, and the window."""
     return StepFacts(
         weights_bytes=profile.weights_gib * GIB,
         parameters=parameters,
-        reads=reads,
+        reads=profile.decode_reads,
         expert_bytes_per_param=EXPERT_BYTES_PER_PARAM[profile.checkpoint_format],
         vocab=profile.vocab_size,
         hidden=profile.hidden_size,
         layers=profile.num_layers,
-        full_kv_bytes_per_token=full * profile.full_attention_layers,
-        window_kv_bytes_per_token=sliding * profile.sliding_attention_layers,
-        window=profile.sliding_window or 0,
+        full_kv_bytes_per_token=kv[0],
+        window_kv_bytes_per_token=kv[1],
+        window=kv[2],
         state_bytes=state_bytes(profile, 1, 0) * (profile.state_layers.count if profile.state_layers else 0),
         kv_replicated=profile.mla is not None,
     )

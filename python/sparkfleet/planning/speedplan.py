@@ -8,6 +8,7 @@ lacks (a CPU sandbox's speed says nothing of a Spark's, and the model is not cal
 from __future__ import annotations
 
 from ..errors import PlanError
+from ..kv import sparse
 from ..kv.cache import kv_dtype_bytes
 from ..models import Intent, ModelProfile, Platform, Reason, SpeculativeMethod
 from ..models.speed import Band, ConcurrencyPoint, SpeedPrediction, TtftPoint
@@ -28,7 +29,7 @@ SOURCE = (
 def facts_for(profile: ModelProfile, platform: Platform, nodes: int, kv_cache_dtype: str) -> StepFacts | None:
     if platform is not Platform.GB10 or nodes > 1:
         return None
-    return speed.step_facts(profile, kv_dtype_bytes(kv_cache_dtype))
+    return speed.step_facts(profile, kv_dtype_bytes(kv_cache_dtype), sparse.RECORD_BYTES.get(kv_cache_dtype))
 
 
 def silence(profile: ModelProfile, platform: Platform, intent: Intent, runner: str) -> list[str]:

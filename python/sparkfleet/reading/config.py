@@ -32,7 +32,7 @@ from .blocks import nas_attention, puzzle_layout
 from .context import context_limit
 from .defaults import with_class_defaults
 from .families import Family, LayerRule, family_of, layer_rule
-from .indexers import indexer_bytes_per_token, ring_cache
+from .indexers import indexer_bytes_per_token, indexer_layer_count, ring_cache
 from .states import (
     layer_kinds,
     model_dtype,
@@ -234,6 +234,11 @@ def _layout_note(
         "(tests/vllm/check_kv_geometry.py): "
     )
     family = family_of(model_type) or family_of(f"{model_type}_text")
+    if family and family.read_from:
+        return (
+            f"the layers of {model_type} ({architecture}) are not proved against vLLM's own KV cache computation: "
+            f"vLLM's CPU build has no sparse MLA backend, so they are read from vLLM's source, {family.read_from}",
+        )
     if family and family.pool_check:
         unproved = (
             f"the layers of {model_type} ({architecture}) are not proved: vLLM's CPU build cannot build them, so "
@@ -350,6 +355,8 @@ def profile_from_config(model_id: str, config: dict[str, Any], weights: int, sou
         kv_layout=_pool(compressed, ring_cache(text, full, isinstance(config.get("vision_config"), dict))),
         state_layers=state_layers,
         indexer_bytes_per_token=indexer,
+        indexer_layers=indexer_layer_count(text, int(layers)) if indexer else None,
+        index_topk=int(text["index_topk"]) if indexer and mla and text.get("index_topk") else None,
         replicated_state_layers=replicated_state_layers(text, int(hidden), int(layers)),
         native_max_context=limit.derived,
         config_max_length=limit.allowed if limit.allowed > limit.derived else None,

@@ -75,6 +75,9 @@ class Family:
     head_size_from_hidden: bool = False
     # The raw-key ring an indexed layer keeps beside its pooled indexer keys (reading.indexers.ring_cache).
     pooled_ring: RingKind | None = None
+    # A family whose layers neither proof can build (no sparse MLA backend in vLLM's CPU build): the vLLM files its
+    # caches are read from, which the plan's warning names.
+    read_from: str | None = None
     # Its Gated-DeltaNet is vLLM's QwenGatedDeltaNetAttention, which can run FlashInfer's prefill and so exports
     # state checkpoints on a grid (sparkfleet.kv.cache.state_checkpoints); OLMo-Hybrid's always runs Triton.
     qwen_gated_deltanet: bool = False
@@ -88,6 +91,13 @@ FAMILIES = (
     Family("gemma3", ("gemma3_text",), proof="gemma3 (5:1 sliding, same shape)"),
     Family("gemma4", ("gemma4_text",), proof="gemma4 (per-layer-type shapes, K=V)"),
     Family("deepseek_v3", ("deepseek_v3",), proof="deepseek_v3 (MLA)"),
+    Family(
+        "deepseek_v32",
+        ("deepseek_v32", "glm_moe_dsa"),
+        read_from="vLLM 0.32 / 0.33 models/deepseek_v2.py (indexers by index_topk_freq), "
+        "layers/attention/mla_attention.py and flashinfer_mla_sparse.py (the fp8_ds_mla record on GB10; "
+        "sparkfleet.kv.sparse)",
+    ),
     Family(
         "deepseek_v4",
         ("deepseek_v4",),

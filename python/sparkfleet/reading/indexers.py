@@ -29,6 +29,26 @@ def indexer_bytes_per_token(text: dict[str, Any]) -> int:
     return 0
 
 
+def indexer_layer_count(text: dict[str, Any], layers: int) -> int | None:
+    """The layers that build an indexer, when index_topk_freq or index_topk_pattern skips some: a layer reuses the
+    previous top-k when max(i - index_skip_topk_offset + 1, 0) % index_topk_freq != 0 (the offset 2 where the config
+    leaves it out), or its pattern letter is "S" (vLLM 0.32 / 0.33 models/deepseek_v2.py DeepseekV2MLAAttention, which
+    builds no indexer and no DeepseekV32IndexerCache for it; MTP layers always build one). None: every layer builds one,
+    or the model keeps its indexer elsewhere (DeepSeek-V4's packed pool, GLM-5-Next's pooled keys)."""
+    model_type = str(text.get("model_type"))
+    if not text.get("index_topk") or model_type.startswith(("deepseek_v4", "glm5_next")):
+        return None
+    freq = int(text.get("index_topk_freq") or 1)
+    offset = text.get("index_skip_topk_offset")
+    offset = 2 if offset is None else int(offset)
+    pattern = text.get("index_topk_pattern")
+    if isinstance(pattern, str):
+        kept = sum(1 for i in range(layers) if not (i < len(pattern) and pattern[i] == "S"))
+    else:
+        kept = sum(1 for i in range(layers) if max(i - offset + 1, 0) % freq == 0)
+    return None if kept == layers else kept
+
+
 def ring_cache(text: dict[str, Any], full: int, multimodal: bool) -> RingCache | None:
     """The raw keys each indexed layer keeps until its group of tokens is pooled or compressed:
     - GLM-5-Next's layers with an indexer (models/glm5next/common/attention.py Glm5NextTailCache): index_head_dim wide,

@@ -26,6 +26,9 @@ ATTENTION_LAYER_TYPES = {
     # indexed_attention for both): a full KV cache, and the indexer's keys (reading.indexers.indexer_bytes_per_token).
     "indexed_attention": "full",
     "qwen_sparse_attention": "full",
+    # GLM-5.3-Flash's (glm5_next) spelling before transformers 5.18: vLLM 0.32 and 0.33 count it as full attention
+    # (config/model.py _ATTENTION_LAYER_TYPES, "sparse attention still caches every token").
+    "deepseek_sparse_attention": "full",
 }
 # Mamba (Nemotron-H, Granite-4.0-H), linear attention (Qwen3-Next / 3.5) and LFM2's short convolution.
 STATE_LAYER_TYPES = {"linear_attention", "mamba", "conv"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...kv import sparse
 from ...models import (
     GIB,
     CheckpointFormat,
@@ -127,7 +128,10 @@ def memory_flags(s: Settings) -> list[Entry]:
                 f"nodes, never exceed 0.90); {mem.CEILING_SOURCE}",
             )
         )
-    if s.kv_cache_dtype == "fp8":
+    record = s.resolved.kv_record
+    if record is not None:
+        out.append(arg("--kv-cache-dtype", record.kv_cache_dtype, reason=record.why, source=sparse.SOURCE))
+    elif s.kv_cache_dtype == "fp8":
         out.append(
             arg(
                 "--kv-cache-dtype",
