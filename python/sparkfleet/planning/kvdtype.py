@@ -23,7 +23,10 @@ def resolve_kv_dtype(profile: ModelProfile, intent: Intent, platform: Platform, 
         raise PlanError(
             "intent.kv_cache_dtype",
             f"nvfp4: sparkfleet plans a 4-bit KV cache only as a sparse MLA's nvfp4_ds_mla record on GB10 (DeepSeek-V3.2, "
-            f"GLM-5.x); {profile.id} on {platform.value} is not one. vLLM's plain nvfp4 cache is not planned yet",
+            f"GLM-5.x); {profile.id} on {platform.value} is not one. vLLM 0.32 / 0.33 read a plain nvfp4 cache only "
+            "with FlashInfer's attention (v1/attention/backends/flashinfer.py supports_kv_cache_dtype, its FA2 path on "
+            "SM 12.x; never for MLA, config/vllm.py), which the plans do not run on sm_121: the seeds pin Triton "
+            "attention there, FlashInfer's crashing or mis-computing (seed 004; seed 002 §14.7)",
             ("kv_cache_dtype fp8", "kv_cache_dtype auto"),
         )
     asked = {KvDtype.BF16: "bfloat16", KvDtype.NVFP4: "nvfp4"}.get(intent.kv_cache_dtype) or dense_kv_dtype(profile, intent)
