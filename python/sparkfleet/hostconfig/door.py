@@ -355,8 +355,9 @@ def _door_reasons(
     if settings.webui:
         reasons.append(
             f"the chat UI: TLS on port {settings.webui.port}, forwarded to Open WebUI on loopback port "
-            f"{settings.webui.upstream_port}; it signs people in itself and reaches the models through this door "
-            "with its own client key"
+            f"{settings.webui.upstream_port}; it signs people in itself (an address with "
+            f"{settings.limits.sign_in_lockout_failures} failed sign-ins in {settings.limits.sign_in_lockout_s} s is "
+            "shut out until the oldest is that old) and reaches the models through this door with its own client key"
         )
     return reasons
 

@@ -58,10 +58,14 @@ class DoorLimits(Strict):
     webui_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 1200
     webui_burst: Annotated[int, Field(ge=0, le=100_000)] = 300
     webui_concurrency: Annotated[int, Field(ge=1, le=100_000)] = 32
-    # Sign-in attempts per client address on the chat UI's port (Open WebUI has no lockout of its own): past the burst
-    # one every 60/sign_in_per_minute seconds, the rest 429, so guessing a password takes years, not hours.
+    # Sign-in attempts per client address on the chat UI's port: past the burst one every 60/sign_in_per_minute seconds,
+    # the rest 429, so guessing a password takes years, not hours.
     sign_in_per_minute: Annotated[int, Field(ge=1, le=10_000)] = 6
     sign_in_burst: Annotated[int, Field(ge=0, le=1_000)] = 5
+    # The lockout (Open WebUI counts guesses per account, not per address): an address with this many failed sign-ins
+    # within sign_in_lockout_s is refused (429, Retry-After) until the oldest of them is that old; a success forgets them.
+    sign_in_lockout_failures: Annotated[int, Field(ge=1, le=1_000)] = 10
+    sign_in_lockout_s: Annotated[int, Field(ge=10, le=86_400)] = 900
 
 
 def admission(max_num_seqs: int, limits: DoorLimits) -> dict[str, int]:
