@@ -57,6 +57,17 @@ options:
             and set-ID bits are dropped. A copy that fails is removed again and the task fails.
         type: path
         version_added: 0.13.0
+      tree:
+        description:
+          - Everything under the directory is given its O(directories[].owner) and O(directories[].group) too, and
+            loses group and other write, so that no other account can change what is in it (a store an earlier
+            release left to another account is taken back). Reported as a change when anything under it differed.
+          - The tree is walked through directory descriptors and each entry changed through its own descriptor, never
+            by following a link (a link itself is given the owner and group), so an account that owned the tree
+            cannot turn the change onto a file outside it.
+        type: bool
+        default: false
+        version_added: 0.14.0
   files:
     description: The files, each with its wanted content and attributes.
     type: list
@@ -229,7 +240,9 @@ changed_files:
   elements: str
 """
 
+import grp
 import os
+import pwd
 import shlex
 import shutil
 import stat
@@ -384,6 +397,44 @@ def seed_directory(module, spec):
         module.fail_json(msg=f"files: copying {seed} into {path} failed ({exc}); the copy was removed, {seed} is as it was")
 
 
+def own_tree(module, path, owner, group):
+    """Give everything under path to owner and group, without group or other write; returns whether any differed."""
+    stats = os.stat(path)
+    uid = stats.st_uid if owner is None else _uid(owner)
+    gid = stats.st_gid if group is None else _gid(group)
+    changed = False
+    for _, dirs, names, dir_fd in os.fwalk(path, follow_symlinks=False):
+        for name in (*dirs, *names):
+            info = os.lstat(name, dir_fd=dir_fd)
+            link = stat.S_ISLNK(info.st_mode)
+            if (info.st_uid, info.st_gid) == (uid, gid) and (link or not info.st_mode & 0o022):
+                continue
+            changed = True
+            if module.check_mode:
+                continue
+            if link:
+                os.chown(name, uid, gid, dir_fd=dir_fd, follow_symlinks=False)
+                continue
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+            descriptor = os.open(name, flags, dir_fd=dir_fd)
+            try:
+                # The entry opened is the one looked at: not swapped for another between the two calls.
+                if (os.fstat(descriptor).st_ino, os.fstat(descriptor).st_dev) == (info.st_ino, info.st_dev):
+                    os.fchown(descriptor, uid, gid)
+                    os.fchmod(descriptor, stat.S_IMODE(info.st_mode) & ~0o022)
+            finally:
+                os.close(descriptor)
+    return changed
+
+
+def _uid(owner):
+    return int(owner) if owner.isdigit() else pwd.getpwnam(owner).pw_uid
+
+
+def _gid(group):
+    return int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
+
+
 def ensure_directory(module, spec):
     """Make one directory if missing (filled from its seed) and fix its attributes; returns (changed, diff)."""
     path = spec["path"]
@@ -404,6 +455,9 @@ def ensure_directory(module, spec):
     changed = module.set_fs_attributes_if_different(args, changed, diff=diff)
     if made:
         seed_directory(module, spec)
+    if spec["tree"] and os.path.isdir(path) and own_tree(module, path, spec["owner"], spec["group"]):
+        changed = True
+        diff["after"]["tree"] = f"everything under it {spec['owner']}:{spec['group']}, no group or other write"
     return changed, diff
 
 
@@ -458,6 +512,7 @@ def main():
                     "group": {"type": "str"},
                     "mode": {"type": "str"},
                     "seed": {"type": "path"},
+                    "tree": {"type": "bool", "default": False},
                 },
             },
             # Rendered into files by the action plugin before the module runs; never here.

@@ -7,7 +7,7 @@ from refusal_cases import ROLE_CASES
 from sparkfleet.hostconfig.accounts import account_refusal
 
 NAMES = {"service": "sparkfleet", "door": "sparkfleet-door", "supervisor": "sparkfleet-supervisor",
-         "instance_prefix": "sparkfleet-vllm-"}  # fmt: skip
+         "stager": "sparkfleet-stager", "instance_prefix": "sparkfleet-vllm-"}  # fmt: skip
 SYSTEM = {"uid": 997, "shell": "/usr/sbin/nologin"}
 
 
@@ -27,13 +27,14 @@ def test_the_door_supervisor_and_instance_accounts_are_held_to_the_same() -> Non
         "sparkfleet": SYSTEM,
         "sparkfleet-door": {"uid": 1001, "shell": "/bin/bash"},
         "sparkfleet-supervisor": {"uid": 0, "shell": "/usr/sbin/nologin"},
+        "sparkfleet-stager": {"uid": 1003, "shell": "/bin/sh"},
         "sparkfleet-vllm-chat": {"uid": 1002, "shell": "/bin/zsh"},
         "sparkfleet-vllm-ok": SYSTEM,
     }
     refusal = account_refusal(users, NAMES, "spark01")
     assert refusal is not None and refusal.startswith(
         "sparkfleet-door (uid 1001, shell /bin/bash), sparkfleet-supervisor (uid 0, shell /usr/sbin/nologin), "
-        "sparkfleet-vllm-chat (uid 1002, shell /bin/zsh) on spark01"
+        "sparkfleet-stager (uid 1003, shell /bin/sh), sparkfleet-vllm-chat (uid 1002, shell /bin/zsh) on spark01"
     )
     assert "sparkfleet-vllm-<instance>" in refusal and "sparkfleet-vllm-ok" not in refusal
 

@@ -20,9 +20,14 @@ def _can_log_in(found: Mapping[str, Any]) -> bool:
 
 def account_refusal(users: Mapping[str, Mapping[str, Any] | None], names: Mapping[str, str], host: str) -> str | None:
     """The refusal for the accounts on `host`, or None. `names`: the service user (`service`), the door's (`door`),
-    the supervisors' (`supervisor`) and the instances' prefix (`instance_prefix`)."""
+    the supervisors' (`supervisor`), the stager's (`stager`, optional) and the instances' prefix (`instance_prefix`)."""
     service = names["service"]
-    own = [names["door"], names["supervisor"], *(n for n in users if n.startswith(names["instance_prefix"]))]
+    own = [
+        names["door"],
+        names["supervisor"],
+        *([names["stager"]] if "stager" in names else []),
+        *(n for n in users if n.startswith(names["instance_prefix"])),
+    ]
     taken = []
     for name in own:
         found = users.get(name)
@@ -30,9 +35,9 @@ def account_refusal(users: Mapping[str, Mapping[str, Any] | None], names: Mappin
             taken.append(f"{name} (uid {found['uid']}, shell {found['shell']})" if found else f"{name} (the service user)")
     if taken:
         return (
-            f"{', '.join(taken)} on {host}: the front door's, the supervisors' and the instances' accounts "
-            f"(sparkfleet_door_user, sparkfleet_supervisor_user, {names['instance_prefix']}<instance>) must be system "
-            "accounts of their own; remove or rename that account"
+            f"{', '.join(taken)} on {host}: the front door's, the supervisors', the stager's and the instances' "
+            f"accounts (sparkfleet_door_user, sparkfleet_supervisor_user, sparkfleet_stager_user, "
+            f"{names['instance_prefix']}<instance>) must be system accounts of their own; remove or rename that account"
         )
     entry = users.get(service)
     if entry is not None and _can_log_in(entry):

@@ -66,7 +66,7 @@ function locked(r) {
 
 function writeBucket(file, bucket) {
     var partial = file + '.' + process.pid;
-    fs.writeFileSync(partial, JSON.stringify(bucket));
+    fs.writeFileSync(partial, JSON.stringify(bucket), {mode: 0o600});
     fs.renameSync(partial, file);
 }
 

@@ -330,3 +330,31 @@ def test_a_template_entry_without_its_source_or_with_an_unknown_key_fails_before
     unknown = run_module("files", {"templates": [{"src": "x.j2", "dest": str(dest), "content": "y"}]})
     assert unknown.get("failed") is True and "unknown keys ['content']" in str(unknown["msg"])
     assert not dest.exists()
+
+
+def test_a_tree_is_taken_back_whole_without_following_a_link_out_of_it(tmp_path: Path) -> None:
+    """Issue 61: a model store an earlier release left to the service user becomes the stager's, everything in it,
+    group and other write taken away; a link planted in it is changed itself, never what it points at."""
+    outside = tmp_path / "outside"
+    outside.write_text("not the store's\n")
+    outside.chmod(0o666)
+    store = tmp_path / "models"
+    (store / "org" / "model").mkdir(parents=True)
+    weights = store / "org" / "model" / "model.safetensors"
+    weights.write_bytes(b"w" * 1024)
+    weights.chmod(0o664)
+    (store / "org" / "model" / "planted").symlink_to(outside)
+    for path in (store, store / "org", store / "org" / "model", weights):
+        os.lchown(path, 65534, 65534)
+    os.lchown(store / "org" / "model" / "planted", 65534, 65534)
+    wanted = {"directories": [{"path": str(store), "owner": "root", "group": "root", "mode": "0750", "tree": True}]}
+    checked = run_module("files", wanted, "--check")
+    assert checked["changed"] is True and weights.stat().st_uid == 65534
+    taken = run_module("files", wanted)
+    assert taken["changed"] is True
+    for path in (store / "org", store / "org" / "model", weights, store / "org" / "model" / "planted"):
+        info = os.lstat(path)
+        assert (info.st_uid, info.st_gid) == (0, 0), path
+    assert oct(weights.stat().st_mode & 0o777) == "0o644"
+    assert oct(outside.stat().st_mode & 0o777) == "0o666" and outside.stat().st_uid == os.getuid()
+    assert run_module("files", wanted)["changed"] is False
