@@ -545,3 +545,35 @@ def test_the_watchdog_reads_progress_from_the_instances_socket(tmp_path: Path, m
         server.server_close()
     assert json.loads(state_file.read_text())["busy_checks"] == 1
     assert restarts == []
+
+
+def test_ready_waits_the_plans_start_budget_where_it_is_longer_than_the_timeout(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 64: the play waited vllm_serve_ready_timeout (1,200 s) for a start the plan budgets 1,390-2,046 s. A start
+    that answers after the timeout but within the budget is ready, and the probe says which wait it used."""
+    clock = [0.0]
+    monkeypatch.setattr(probe.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(probe.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    monkeypatch.setattr(probe, "unit_state", lambda unit: ("activating" if clock[0] < 1300 else "active", 0.0, True))
+
+    def serve(url: str, *_: Any, **__: Any) -> tuple[int, str]:
+        if clock[0] < 1300:
+            raise urllib.error.URLError("connection refused")
+        return 200, json.dumps({"choices": [{"message": {"content": "hi"}}]})
+
+    monkeypatch.setattr(probe, "request", serve)
+    budgeted = SimpleNamespace(unit="u.service", url="http://h", env_file="/etc/x.env", timeout=1200, budget=1390)
+    probe.ready(budgeted, {"path": "/v1/chat/completions", "body": {}}, None)
+    out = json.loads(capsys.readouterr().out)
+    assert out["ready"] is True and out["wait_s"] == 1390
+    assert out["wait_why"] == "the plan's start budget, 1390 s, above vllm_serve_ready_timeout (1200 s)"
+    # Without the budget the same start is not ready at the timeout, and the message says what it waited.
+    clock[0] = 0.0
+    monkeypatch.setattr(probe, "journal", lambda unit: "")
+    timed = SimpleNamespace(unit="u.service", url="http://h", env_file="/etc/x.env", timeout=1200, budget=None)
+    with pytest.raises(SystemExit):
+        probe.ready(timed, {"path": "/v1/chat/completions", "body": {}}, None)
+    assert json.loads(capsys.readouterr().out)["reason"].startswith(
+        "not ready after 1200 s, vllm_serve_ready_timeout, 1200 s (health never answered)"
+    )

@@ -307,9 +307,20 @@ def record_start(args: argparse.Namespace, since: float, answered: float) -> Non
         print(f"{args.unit}: start not recorded ({type(exc).__name__}: {exc})", file=sys.stderr)
 
 
+def ready_wait(args: argparse.Namespace) -> tuple[float, str]:
+    """How long readiness waits, and why: the plan's start budget where it is longer than the timeout given (issue 64:
+    1,200 s failed starts of 1,390-2,046 s that the unit and the watchdog already allowed, and an upgrade rolled a
+    healthy start back)."""
+    budget = float(getattr(args, "budget", None) or 0)
+    if budget > args.timeout:
+        return budget, f"the plan's start budget, {budget:.0f} s, above vllm_serve_ready_timeout ({args.timeout:.0f} s)"
+    return float(args.timeout), f"vllm_serve_ready_timeout, {args.timeout:.0f} s"
+
+
 def ready(args: argparse.Namespace, check: dict[str, Any], key: str | None) -> None:
     began = time.monotonic()
-    deadline = began + args.timeout
+    wait_s, wait_why = ready_wait(args)
+    deadline = began + wait_s
     health_at = None
     while time.monotonic() < deadline:
         state, since, job_queued = unit_state(args.unit)
@@ -330,6 +341,8 @@ def ready(args: argparse.Namespace, check: dict[str, Any], key: str | None) -> N
                     "ready_s": round(now - since, 1) if since else None,
                     "first_inference_s": round(now - health_at, 2),
                     "waited_s": round(now - began, 1),
+                    "wait_s": wait_s,
+                    "wait_why": wait_why,
                     "reply": reply,
                     "expect": check.get("expect"),
                 }
@@ -347,7 +360,7 @@ def ready(args: argparse.Namespace, check: dict[str, Any], key: str | None) -> N
         except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
             pass
         time.sleep(2)
-    fail(args.unit, f"not ready after {args.timeout:.0f} s (health {'answered' if health_at else 'never answered'})")
+    fail(args.unit, f"not ready after {wait_s:.0f} s, {wait_why} (health {'answered' if health_at else 'never answered'})")
 
 
 # vLLM's own progress counters (vllm/v1/metrics/loggers.py): prompt tokens read, tokens generated, engine steps (the
