@@ -20,7 +20,7 @@ from wheel_metadata import exact_pin, requires_dist
 
 from sparkfleet.cli import main
 from sparkfleet.errors import PlanError
-from sparkfleet.hostconfig.link import nccl_graphs_problem
+from sparkfleet.hostconfig.ncclrules import nccl_graphs_problem
 from sparkfleet.models import Platform
 from sparkfleet.recipes import inputs_from
 from sparkfleet.release import LockRequest, cubins, parse_lock, target_for

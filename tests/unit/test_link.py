@@ -20,10 +20,10 @@ from sparkfleet.hostconfig.link import (
     expected_gbps,
     judge_measurement,
     link_report,
-    nccl_graphs_problem,
     parse_ib_write_bw,
     parse_iperf3,
 )
+from sparkfleet.hostconfig.ncclrules import nccl_aarch64_problem, nccl_graphs_problem
 from sparkfleet.versions import NEWEST_RELEASE
 
 LINK = Path(__file__).resolve().parents[1] / "fixtures" / "link"
@@ -120,6 +120,19 @@ def test_nccl_before_2_30_4_is_refused_for_graphs_across_nodes(version: str, ref
     assert nccl_graphs_problem(version, "lock", []) is None  # eager everywhere: no graphs cross a node
 
 
+@pytest.mark.parametrize(
+    ("version", "refused"), [("2.28.9", True), ("2.29.2", True), ("2.29.3", False), ("2.30.7", False), (None, False)]
+)
+def test_nccl_before_2_29_3_is_refused_for_every_instance_over_nodes_on_aarch64(version: str | None, refused: bool) -> None:
+    """Issue 64: nvidia/nccl#2353, a hang on aarch64 whatever the instance captures; eager instances included."""
+    problem = nccl_aarch64_problem(version, "libnccl2 on the hosts", ["eager"])
+    assert (problem is not None) is refused
+    if problem:
+        assert problem.startswith(f"NCCL {version} (libnccl2 on the hosts) is older than 2.29.3, and eager runs over nodes")
+        assert "NVIDIA/nccl#2353" in problem and "libnccl2 2.29.3 or later" in problem
+    assert nccl_aarch64_problem(version, "lock", []) is None
+
+
 def test_ib_write_bw_results_parse_in_gbits_and_mbytes() -> None:
     assert parse_ib_write_bw((LINK / "ib_write_bw-gb10-healthy.txt").read_text()) == pytest.approx(97.28)
     assert parse_ib_write_bw((LINK / "ib_write_bw-gb10-degraded.txt").read_text()) == pytest.approx(13.23)
@@ -197,6 +210,11 @@ def test_the_preflight_refuses_the_gb10_lock_nccl_for_a_graph_instance_over_two_
     assert result["warnings"] == [] and len(result["problems"]) == 1
     assert result["problems"][0].startswith("NCCL 2.29.7 (nvidia-nccl-cu13 in the release lock)")
     assert ", and big captures CUDA graphs across nodes" in result["problems"][0]  # not the eager one
+    # Before 2.29.3 the eager instance is refused too: NCCL itself hangs on aarch64 (nvidia/nccl#2353).
+    older = link_check(members, {**settings, "nccl": {"version": "2.28.9", "where": "libnccl2"}})
+    assert len(older["problems"]) == 2 and older["problems"][0].startswith(
+        "NCCL 2.28.9 (libnccl2) is older than 2.29.3, and big, eager run over nodes on aarch64"
+    )
     # The cpu platform captures no graphs; the sandbox's TCP link passes once accepted.
     sandbox = {"h": link_state.read_link(str(LINK / "sandbox-veth"), ["eth1"])}
     cpu = link_check(sandbox, {"interface": "eth1", "platform": "cpu", "accept_sockets": True, "instances": instances})

@@ -19,8 +19,9 @@ from ..hostconfig.cluster import (
     ray_auth_env,
 )
 from ..hostconfig.door import METRICS_CLIENT, DoorPlan, client_digests, door_plan_from
-from ..hostconfig.link import graph_instances, link_facts, link_report, nccl_graphs_problem, ring_findings
+from ..hostconfig.link import link_facts, link_report, ring_findings
 from ..hostconfig.monitoring import ScrapedHost, dashboard, plan_metrics, queries, rules_document, scrape_targets, thresholds
+from ..hostconfig.ncclrules import graph_instances, multinode_instances, nccl_aarch64_problem, nccl_graphs_problem
 from ..hub import served_at, snapshot_dir
 from ..models import GIB, HostFacts, Intent, ModelProfile
 from ..planning.hostplan import HostPlan, InstanceRequest, endpoint, plan_host, socket_endpoint
@@ -363,9 +364,12 @@ def link_check(members: Any, settings: Any) -> dict[str, list[str]]:
     ring_problems, ring_warnings = ring_findings(len(members), rdma, nccl.get("version"))
     problems += ring_problems
     warnings += ring_warnings
-    problem = nccl_graphs_problem(nccl.get("version"), str(nccl.get("where", "NCCL")), spanning)
-    if problem:
-        problems.append(problem)
+    where = str(nccl.get("where", "NCCL"))
+    over_nodes = multinode_instances(instances if isinstance(instances, list) else []) if gb10 else []
+    for problem in (nccl_aarch64_problem(nccl.get("version"), where, over_nodes),
+                    nccl_graphs_problem(nccl.get("version"), where, spanning)):  # fmt: skip
+        if problem:
+            problems.append(problem)
     return {"problems": problems, "warnings": warnings}
 
 

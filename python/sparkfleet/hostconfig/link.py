@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError
 
 from ..errors import PlanError, from_validation
 from ..models import Strict
-from ..release import NCCL_GRAPHS_MIN
 from ..sources import SEED_GUIDE
 from .cluster import RING_MEMBERS, RING_NCCL_MIN, SOURCE_RING, Interconnect
+from .ncclrules import nccl_version_tuple
 
 JUMBO_MTU = 9000
 # The QSFP port of a Spark negotiates 200 Gb/s (ibstat on GB10: geerlingguy/sbc-reviews#92).
@@ -32,7 +32,6 @@ SOURCE_DEGRADED = (
     "NVIDIA/dgx-spark-playbooks#108 (a CX-7 that initialised badly caps near 13 Gb/s; healthy devices "
     "measure 92.6-97.3 Gb/s)"
 )
-SOURCE_GRAPHS = "vllm-project/vllm#52504 (CUDA graphs across nodes need NCCL 2.30.4 or later)"
 # perftest's RC WRITE fails above 64 KiB messages on GB10 while NCCL is fine (linux-rdma/perftest#394).
 IB_WRITE_BW_MESSAGE_BYTES = 65536
 SOURCE_PERFTEST = "linux-rdma/perftest#394 (ib_write_bw RC WRITE fails above 64 KiB on GB10)"
@@ -59,7 +58,6 @@ NCCL_CONF_FREEZES = {"NCCL_IB_USE_INLINE", "NCCL_IB_PREPOST_RECEIVE_WORK_REQUEST
 NCCL_CONF_SHADOWS = {"NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_SOCKET_IFNAME", "NCCL_NET", "NCCL_IB_DISABLE"}
 
 _RATE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec")
-_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 
 
 class Gid(Strict):
@@ -297,41 +295,6 @@ def link_report(host: str, facts: LinkFacts, link: Interconnect, accept_sockets:
         problems.append(cma)
     conf_problems, conf_warnings = nccl_conf_findings(host, facts.nccl_conf, True)
     return LinkReport(transport="rdma", problems=problems + conf_problems, warnings=warnings + conf_warnings)
-
-
-def nccl_version_tuple(version: str) -> tuple[int, int, int] | None:
-    found = _VERSION.search(version)
-    return (int(found[1]), int(found[2]), int(found[3])) if found else None
-
-
-def nccl_graphs_problem(version: str | None, where: str, graph_instances: list[str]) -> str | None:
-    """CUDA graphs that span nodes on an NCCL older than 2.30.4: refused, naming the instances and the way out."""
-    if not graph_instances or not version:
-        return None
-    parsed = nccl_version_tuple(version)
-    if parsed is None or parsed >= NCCL_GRAPHS_MIN:
-        return None
-    return (
-        f"NCCL {version} ({where}) is older than {'.'.join(map(str, NCCL_GRAPHS_MIN))}, and "
-        f"{', '.join(graph_instances)} capture{'s' if len(graph_instances) == 1 else ''} CUDA graphs across nodes "
-        f"({SOURCE_GRAPHS}): re-run vllm_install with ray_cluster_head set (a multi-node gb10 release overrides "
-        f"NCCL), or ray_cluster_nccl: system "
-        f"with libnccl2 2.30.4 or later, or intent.profile: memory-saver (eager, no graphs) on "
-        f"{'it' if len(graph_instances) == 1 else 'them'}"
-    )
-
-
-def graph_instances(instances: list[dict[str, Any]], gb10: bool) -> list[str]:
-    """The multi-node instances whose CUDA graphs span nodes: every one but memory-saver's eager plans (the
-    planner captures graphs on gb10 unless the profile is memory-saver; the cpu platform has none)."""
-    if not gb10:
-        return []
-    out = []
-    for item in instances:
-        intent = item.get("intent") or {}
-        if isinstance(intent, dict) and int(intent.get("nodes") or 1) > 1 and intent.get("profile") != "memory-saver":
-            out.append(str(item.get("name")))
-    return out
 
 
 # --------------------------------------------------------------------------- the link doctor
