@@ -403,7 +403,8 @@ def own_tree(module, path, owner, group):
     uid = stats.st_uid if owner is None else _uid(owner)
     gid = stats.st_gid if group is None else _gid(group)
     changed = False
-    for _, dirs, names, dir_fd in os.fwalk(path, follow_symlinks=False):
+    for walked in os.fwalk(path, follow_symlinks=False):
+        dirs, names, dir_fd = walked[1], walked[2], walked[3]
         for name in (*dirs, *names):
             info = os.lstat(name, dir_fd=dir_fd)
             link = stat.S_ISLNK(info.st_mode)
