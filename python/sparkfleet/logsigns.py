@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from . import backendlog
-from .sources import SEED_GUIDE, SEED_MISTRAL, SEED_NANO
+from .sources import SEED_GUIDE, SEED_MISTRAL, SEED_NANO, SEED_SM121
 
 XID_CATALOG = "NVIDIA Xid catalog (docs.nvidia.com/deploy/xid-errors)"
 
@@ -102,10 +102,34 @@ SIGNS: tuple[Sign, ...] = (
         "Forward Compatibility",
         re.compile(r"CUDA Forward Compatibility mode\W+\w*\s*UNAVAILABLE|compatibility mode is UNAVAILABLE"),
         Severity.RED,
-        "the release's CUDA needs a newer driver than the host's 580.x: update the driver (>= 590.44) or use a "
-        "release built for the host's CUDA",
+        "the release's CUDA needs a newer driver than the host's 580.x: use a release built for the host's CUDA 13.0 "
+        "(the cu130 wheels sparkfleet locks); not a 590.x driver, which host_prep refuses (it deadlocks CUDA graphs "
+        "on GB10)",
         "NGC 25.12-26.04",
-        f"{SEED_GUIDE} §7.3.1",
+        f"{SEED_GUIDE} §7.3.1; {SEED_SM121} (590.x)",
+    ),
+    Sign(
+        "cuDNN GEMM fault under CUDA graphs",
+        "cudnn_generated_fort_native",
+        re.compile(r"cudnn_generated_fort_native_\w*matMul\w*"),
+        Severity.RED,
+        "FlashInfer's cuDNN GEMM moved its workspace while CUDA graphs were captured and a graph replayed against "
+        "freed memory (FlashInfer before 0.7.0): a release with FlashInfer 0.7.0 or later (vLLM 0.31+), or "
+        "VLLM_DISABLED_KERNELS=FlashInferFP8ScaledMMLinearKernel, or eager",
+        "0.26-0.30 (FlashInfer 0.6.x)",
+        "vllm-project/vllm#52540, #55571; flashinfer-ai/flashinfer#4666, PR #4553 (the faulting kernel's name)",
+    ),
+    Sign(
+        "NCCL receiver deadlock on RoCE",
+        "retrieved an 'unused' request",
+        re.compile(r"ncclIbCompletionEventProcess: Receiver got a completion for a CTS but retrieved an 'unused' request"),
+        Severity.RED,
+        "NCCL's IB receiver discarded a completion and the collective never finishes while HTTP stays up "
+        "(seen on 4 Sparks after hours at full concurrency, NCCL 2.28.9 to 2.30.7; open upstream, no release fixes "
+        "it): the rank watchdog restarts the instance; keep the NCCL the cluster runs on every member and follow "
+        "NVIDIA/nccl#2334 for the fix",
+        "NCCL 2.28.9-2.30.7",
+        "NVIDIA/nccl#2334 (net_ib/p2p.cc, the CTS branch of the resiliency path)",
     ),
     Sign(
         "GPU Xid",

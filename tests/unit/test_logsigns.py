@@ -37,6 +37,13 @@ SIGN_LINES = {
     "GPU Xid": "NVRM: Xid (PCI:000f:01:00): 79, pid=0, GPU has fallen off the bus.",  # NVIDIA Xid format
     "PyTorch capability warning": "Found GPU0 NVIDIA GB10 which is of cuda capability 12.1.",  # seed 000 §8
     "FlashInfer autotune skipped": "Skipping FlashInfer autotune because it is disabled.",  # seed 000 §5
+    # flashinfer-ai/flashinfer PR #4553's fault table, the kernel that faulted on LDG.E
+    "cuDNN GEMM fault under CUDA graphs": "cudnn_generated_fort_native_sm120_matMul_pointwise_pointwise_knob_13_64x256x64_0_0",
+    # NVIDIA/nccl#2334, as its reporter posted it
+    "NCCL receiver deadlock on RoCE": (
+        "NET/IB: ncclIbCompletionEventProcess: Receiver got a completion for a CTS but retrieved an 'unused' request "
+        "(req=0x..., comm=0x..., id=..., wc.wr_id=0, wc.opcode=IBV_WC_RDMA_WRITE(1), wc.qp_num=..., wc.imm_data=...)"
+    ),
     # seed 000 §8, word for word
     "not a safetensors repo": "ERROR: 'mistralai/Mistral-Small-4-119B-2603-NVFP4' is not a safetensors repo.",
     # vLLM 0.33 SpeculativeConfig.__repr__ of a gemma4-coder bundled draft (seed 002 §14.7)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ...models import CheckpointFormat, Platform, ServeProfile, SpeculativeMethod
 from ...sources import SEED_GUIDE, SEED_MISTRAL, SEED_NANO, SEED_SM121, vllm
 from ...versions import EnvState, env_state, has_flag
+from ..kernelfacts import defects_for
 from .base import Entry, Settings, arg, env, is_gb10
 
 
@@ -84,7 +85,7 @@ def kernels(s: Settings) -> list[Entry]:
                 )
             )
     dense = nvfp4_dense_gemm(s)
-    out += dense + marlin_reduce(s, dense_on_marlin=bool(dense))
+    out += dense + marlin_reduce(s, dense_on_marlin=bool(dense)) + disabled_kernels(s, dense_on_marlin=bool(dense))
     if has_flag(s.version, "--no-enable-flashinfer-autotune"):
         out.append(
             arg(
@@ -132,6 +133,23 @@ def nvfp4_dense_gemm(s: Settings) -> list[Entry]:
             )
         ]
     return []
+
+
+def disabled_kernels(s: Settings, dense_on_marlin: bool) -> list[Entry]:
+    """VLLM_DISABLED_KERNELS where the locked release would select a kernel known to fail on sm_121 (kernelfacts)."""
+    if dense_on_marlin:
+        return []
+    rows = defects_for(s.version, s.profile.checkpoint_format, captures_graphs=not s.enforce_eager)
+    if not rows:
+        return []
+    return [
+        env(
+            "VLLM_DISABLED_KERNELS",
+            ",".join(d.kernel for d in rows),
+            reason="; ".join(f"{d.name} on vLLM {s.version} ({d.effect}): vLLM selects {d.fallback} instead" for d in rows),
+            source="; ".join(d.evidence for d in rows),
+        )
+    ]
 
 
 # vLLM 0.32 and 0.33's MoE Marlin kernels pass use_atomic_add=False whatever the environment says
