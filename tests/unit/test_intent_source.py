@@ -60,7 +60,8 @@ def test_each_cli_argument_of_the_intent_is_the_field_itself() -> None:
 def test_the_command_line_carries_every_value_to_the_intent() -> None:
     argv = [
         "some/model", "--context", "4096", "--concurrency", "9", "--profile", "throughput", "--kv-cache-dtype", "fp8",
-        "--speculative", "ngram", "--moe-backend", "triton", "--load", "eager", "--num-speculative-tokens", "3",
+        "--speculative", "ngram", "--moe-backend", "triton", "--attention-backend", "TRITON_ATTN", "--load", "eager",
+        "--num-speculative-tokens", "3",
         "--drafter-weights-gib", "1.5",
         "--served-name", "m", "--host", "0.0.0.0", "--port", "8123", "--api-key", "--allow-unauthenticated-bind",
         "--tp", "2", "--pp", "2", "--dcp", "2", "--nodes", "2", "--cluster-backend", "native", "--cluster-port", "29600", "--yarn",

@@ -52,3 +52,30 @@ def test_the_pinned_flashinfer_agrees_with_the_locks_and_each_row_is_sourced() -
     )
     assert str(first_fixed) == fixed
     assert all(d.evidence and d.fallback and d.effect for d in DEFECTS)
+
+
+def test_coder_next_names_both_seeds_on_its_flashinfer_attention_and_one_intent_goes_back() -> None:
+    """Issue 64: seed 002's Coder-Next recipe runs FlashInfer attention (and 32,768 batched tokens); seed 004 says never
+    FlashInfer for FP8 models on Blackwell (vllm#35138). The plan keeps the recipe, names both, cautions, and
+    intent.attention_backend switches."""
+    recipe = plan(spark("0.33.0"), get_profile(CODER), Intent(max_context=65536, concurrency=4))
+    assert recipe.argv[recipe.argv.index("--attention-backend") + 1] == "FLASHINFER"
+    assert recipe.argv[recipe.argv.index("--max-num-batched-tokens") + 1] == "32768"
+    flag = next(f for f in recipe.flags if f.name == "--attention-backend")
+    assert "vllm-project/vllm#35138" in flag.reason and "seed 004" in flag.source
+    assert any("intent.attention_backend: TRITON_ATTN" in c for c in recipe.warnings)
+    triton = plan(
+        spark("0.33.0"), get_profile(CODER), Intent(max_context=65536, concurrency=4, attention_backend="triton_attn")
+    )
+    assert triton.argv.count("--attention-backend") == 1
+    assert triton.argv[triton.argv.index("--attention-backend") + 1] == "TRITON_ATTN"
+    assert not any("attention_backend" in c for c in triton.warnings)
+
+
+def test_the_attention_lever_needs_a_release_with_the_flag() -> None:
+    from sparkfleet.errors import PlanError
+    from sparkfleet.planning.levers import check_attention_backend
+
+    with pytest.raises(PlanError, match=r"intent\.attention_backend.*no --attention-backend \(from 0\.13\.0\)"):
+        check_attention_backend(Intent(attention_backend="TRITON_ATTN"), VllmVersion.parse("0.12.0"))
+    check_attention_backend(Intent(attention_backend="TRITON_ATTN"), VllmVersion.parse("0.13.0"))

@@ -146,6 +146,12 @@ class Intent(Strict):
         description="the MoE kernel, in place of the plan's (Marlin for FP4 MoE on a Spark), to A/B it on your build; "
         "checked against the release's choices where they were read",
     )
+    attention_backend: Annotated[str, Field(pattern=r"^[A-Za-z0-9_]{1,40}$")] | None = Field(
+        None,
+        description="the attention kernel, in place of the plan's (Triton on a Spark, or the model's recipe's own), to "
+        "A/B it on your build: e.g. TRITON_ATTN for Qwen3-Coder-Next, whose recipe runs FLASHINFER where seed 004 "
+        "advises against FlashInfer for FP8 models",
+    )
     load: LoadStrategy = Field(
         LoadStrategy.AUTO,
         description="how vLLM reads the checkpoint; auto picks by platform, filesystem and the memory free while loading",

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from ..errors import PlanError
 from ..models import (
     GIB,
+    CheckpointFormat,
     ClusterBackend,
     HostFacts,
     Intent,
@@ -73,7 +74,25 @@ def guard_env(env: dict[str, str], version: VllmVersion) -> None:
 
 
 def kernel_cautions(host: HostFacts, profile: ModelProfile, intent: Intent) -> list[str]:
-    """A MoE kernel the intent asks for on an NVFP4 MoE on GB10, where the field found only Marlin correct."""
+    """A MoE kernel the intent asks for on an NVFP4 MoE on GB10, where the field found only Marlin correct; a recipe's
+    FlashInfer attention on an FP8 checkpoint, which another seed advises against."""
+    return _moe_kernel_cautions(host, profile, intent) + _fp8_attention_cautions(host, profile, intent)
+
+
+def _fp8_attention_cautions(host: HostFacts, profile: ModelProfile, intent: Intent) -> list[str]:
+    fp8 = profile.checkpoint_format is CheckpointFormat.FP8
+    recipe = profile.recipe_attention_backend == "FLASHINFER" and not profile.force_attention_backend
+    if host.platform is not Platform.GB10 or not (fp8 and recipe) or intent.attention_backend is not None:
+        return []
+    return [
+        f"{profile.id} runs FLASHINFER attention as its Spark recipe does ({SEED_GUIDE} §7.1.3: ~170K context against "
+        f"~60K on the default backend), while {SEED_SM121} advises never FlashInfer for FP8 models on Blackwell "
+        "(accuracy bugs, vllm-project/vllm#35138): the known-answer check runs at every start; to A/B it, "
+        "intent.attention_backend: TRITON_ATTN"
+    ]
+
+
+def _moe_kernel_cautions(host: HostFacts, profile: ModelProfile, intent: Intent) -> list[str]:
     asked = (intent.moe_backend or "").lower().replace("-", "_")
     nvfp4 = profile.checkpoint_format in NVFP4_FORMATS
     if not asked or asked == "marlin" or host.platform is not Platform.GB10 or not (profile.moe and nvfp4):

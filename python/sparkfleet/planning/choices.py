@@ -42,7 +42,7 @@ from ..versions import (
     has_flag,
 )
 from .kvdtype import resolve_kv_dtype
-from .levers import check_moe_backend
+from .levers import check_attention_backend, check_moe_backend
 
 DEFAULT_CONTEXT = 65536
 DEFAULT_VLLM = {platform: NEWEST_RELEASE[platform.value] for platform in Platform}
@@ -268,6 +268,7 @@ def resolve(host: HostFacts, profile: ModelProfile, intent: Intent, drafter: Mod
         )
     _check_speculative(profile, intent, version, host.vllm_capabilities)
     check_moe_backend(profile, intent, version)
+    check_attention_backend(intent, version)
 
     context = intent.max_context or min(profile.native_max_context, DEFAULT_CONTEXT)
     long_context, yarn = _past_native(profile, intent, context)

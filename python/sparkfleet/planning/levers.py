@@ -2,6 +2,8 @@
 release before anything is planned. Pure.
 
 - moe_backend: the MoE kernel (seed 002 §7.1.4 found flashinfer_cutlass faster than Marlin on one model and build).
+- attention_backend: the attention kernel (seed 002's Coder-Next recipe runs FlashInfer, seed 004 advises against it
+  for FP8 models: the other is one intent away).
 """
 
 from __future__ import annotations
@@ -9,6 +11,16 @@ from __future__ import annotations
 from ..errors import PlanError
 from ..models import Intent, ModelProfile
 from ..versions import FLAGS, MOE_BACKENDS, VllmVersion, has_flag
+
+
+def check_attention_backend(intent: Intent, version: VllmVersion) -> None:
+    """intent.attention_backend: a release with --attention-backend (its own parser checks the name)."""
+    if intent.attention_backend is not None and not has_flag(version, "--attention-backend"):
+        raise PlanError(
+            "intent.attention_backend",
+            f"vLLM {version} has no --attention-backend (from {FLAGS['--attention-backend'].first})",
+            (f"vllm_version {FLAGS['--attention-backend'].first} or newer",),
+        )
 
 
 def check_moe_backend(profile: ModelProfile, intent: Intent, version: VllmVersion) -> None:

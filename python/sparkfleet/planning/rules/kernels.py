@@ -24,12 +24,37 @@ def moe_backend_asked(s: Settings) -> list[Entry]:
     ]
 
 
+def attention_backend_asked(s: Settings) -> list[Entry]:
+    """intent.attention_backend, the A/B lever: the attention kernel in place of the plan's, on any platform."""
+    if s.intent.attention_backend is None:
+        return []
+    return [
+        arg(
+            "--attention-backend",
+            s.intent.attention_backend.upper(),
+            reason="intent.attention_backend: the attention kernel asked for in place of the plan's, to A/B it on "
+            "this build",
+            source=f"intent; {SEED_SM121} (Triton on sm_121), {SEED_GUIDE} §7.1.3 (a recipe's FlashInfer)",
+        )
+    ]
+
+
+# Where a recipe's FlashInfer attention meets an FP8 checkpoint, the seeds disagree: seed 002's recipe runs it for the
+# context it fits, seed 004 says never FlashInfer for FP8 models on Blackwell.
+FP8_FLASHINFER_CONTRADICTION = (
+    "; seed 004 advises never FlashInfer for FP8 models on Blackwell (accuracy bugs, vllm-project/vllm#35138): the "
+    "recipe's backend is kept for its context, with a caution, and intent.attention_backend: TRITON_ATTN goes back"
+)
+
+
 def kernels(s: Settings) -> list[Entry]:
-    out = moe_backend_asked(s)
+    out = moe_backend_asked(s) + attention_backend_asked(s)
     if not is_gb10(s):
         return out
     dflash = s.intent.speculative is SpeculativeMethod.DFLASH
-    if s.profile.force_attention_backend:
+    if s.intent.attention_backend is not None:
+        pass  # the lever above names the backend
+    elif s.profile.force_attention_backend:
         backend = "TRITON_MLA" if s.profile.mla else "TRITON_ATTN"
         out.append(
             arg(
@@ -55,6 +80,7 @@ def kernels(s: Settings) -> list[Entry]:
             )
         )
     elif s.profile.recipe_attention_backend:
+        fp8_flashinfer = fp8_on_flashinfer(s)
         out.append(
             arg(
                 "--attention-backend",
@@ -62,8 +88,8 @@ def kernels(s: Settings) -> list[Entry]:
                 reason=f"this model's own Spark recipe runs {s.profile.recipe_attention_backend}: "
                 + s.profile.sources.get("recipe_attention_backend", "the default backend falls short on sm_121")
                 + "; the init_device crash of FlashInfer forced on every layer was another hybrid's (Qwen3.6, "
-                "§7.1.1), not this one's",
-                source=f"{SEED_GUIDE} §7.1.3, §7.1.1",
+                "§7.1.1), not this one's" + (FP8_FLASHINFER_CONTRADICTION if fp8_flashinfer else ""),
+                source=f"{SEED_GUIDE} §7.1.3, §7.1.1" + (f"; {SEED_SM121}" if fp8_flashinfer else ""),
             )
         )
     if s.profile.moe and s.profile.checkpoint_format.is_fp4 and s.intent.moe_backend is None:
@@ -95,6 +121,10 @@ def kernels(s: Settings) -> list[Entry]:
             )
         )
     return out
+
+
+def fp8_on_flashinfer(s: Settings) -> bool:
+    return s.profile.checkpoint_format is CheckpointFormat.FP8 and s.profile.recipe_attention_backend == "FLASHINFER"
 
 
 NVFP4_FORMATS = {CheckpointFormat.MODELOPT_NVFP4, CheckpointFormat.CT_NVFP4}
