@@ -8,6 +8,7 @@ import os
 import types
 import typing
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -30,6 +31,7 @@ from .models import (
 from .planning.choices import DEFAULT_VLLM
 from .planning.memory import GB10_REFERENCE_TOTAL_GIB
 from .planning.planner import plan
+from .release import Lock
 from .versions import CAPABILITIES, VllmVersion
 
 
@@ -98,7 +100,22 @@ def _profile(profile: ModelProfile, weights_gib: float | None, kv_bytes_per_toke
     return ModelProfile.model_validate(profile.model_dump() | updates | {"sources": sources})
 
 
+def _release(args: argparse.Namespace) -> Lock | None:
+    """The release lock --lock names, read whole; a bad one is refused naming --lock."""
+    if not getattr(args, "lock", None):
+        return None
+    try:
+        return Lock.model_validate_json(Path(args.lock).read_text())
+    except (OSError, ValueError) as exc:
+        first = str(exc).splitlines()[0]
+        fix = ("a release's .sparkfleet-lock.json",)
+        raise PlanError("--lock", f"{args.lock} is not a release lock: {first}", fix) from exc
+
+
 def _host(args: argparse.Namespace) -> tuple[HostFacts, str | None]:
+    release = _release(args)
+    if release is not None:
+        args.platform, args.vllm_version = release.platform.value, release.vllm_version
     platform = Platform(args.platform)
     note = None
     if args.memory_gib is not None:
@@ -120,6 +137,7 @@ def _host(args: argparse.Namespace) -> tuple[HostFacts, str | None]:
         unified_memory=platform is Platform.GB10,
         vllm_version=args.vllm_version or DEFAULT_VLLM[Platform(args.platform)],
         vllm_capabilities=tuple(args.capability),
+        flashinfer_kernels=release.prebuilt_kernels if release is not None else None,
     )
     return host, note
 
@@ -208,6 +226,11 @@ def add_plan_args(p: argparse.ArgumentParser, model_optional: bool = False) -> N
         default=[],
         choices=sorted(CAPABILITIES),
         help="a capability the release (a fork) carries beyond --vllm-version; repeatable",
+    )
+    p.add_argument(
+        "--lock",
+        help="a release's lock (its .sparkfleet-lock.json): plan against that release's vLLM and its prebuilt FlashInfer "
+        "kernels (none: the first start compiles them, as on the host), in place of --vllm-version and --platform",
     )
     p.add_argument("--memory-gib", type=float, help="total memory (default: this host's MemTotal)")
     p.add_argument("--model-fs", help="the filesystem type the model is read from (nfs, lustre, ext4, ...)")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import huggingface_hub.constants
 import pytest
@@ -115,3 +116,27 @@ def test_a_flagship_model_plans_with_no_consent_at_all(capsys: pytest.CaptureFix
     assert main(["plan", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", "--json"]) == 0
     planned = json.loads(capsys.readouterr().out)
     assert planned["vllm_version"] == "0.33.0" and "--trust-remote-code" not in planned["argv"]
+
+
+def test_a_lock_with_prebuilt_kernels_plans_no_first_start_compile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 64: `sparkfleet plan` counted first-start compiles (their memory, MAX_JOBS, the start budget) whatever the
+    release; with the release's lock (--lock) it plans what the host will: none where the kernels are prebuilt."""
+    from sparkfleet.models import Platform
+    from sparkfleet.release import LockRequest, build_lock, target_for
+
+    text = (Path(__file__).resolve().parents[1] / "fixtures" / "locks" / "gb10-vllm-0.32.0.lock").read_text()
+    lock = build_lock(LockRequest(platform=Platform.GB10, target=target_for(Platform.GB10), vllm_version="0.32.0"), text)
+    compiled, prebuilt = tmp_path / "compiled.json", tmp_path / "prebuilt.json"
+    compiled.write_text(lock.model_dump_json())
+    prebuilt.write_text(lock.model_copy(update={"prebuilt_kernels": "flashinfer-jit-cache 0.7.0.post1"}).model_dump_json())
+    plans = {}
+    for name, path in (("compiled", compiled), ("prebuilt", prebuilt)):
+        assert main(["plan", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", "--json", "--lock", str(path)]) == 0
+        plans[name] = json.loads(capsys.readouterr().out)
+    assert plans["compiled"]["vllm_version"] == plans["prebuilt"]["vllm_version"] == "0.32.0"
+    assert plans["compiled"]["env"]["MAX_JOBS"] != "1" and plans["prebuilt"]["env"]["MAX_JOBS"] == "1"
+    assert plans["prebuilt"]["start_budget_s"] < plans["compiled"]["start_budget_s"]
+    assert main(["plan", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", "--lock", str(tmp_path / "none.json")]) == 2
+    assert "--lock" in capsys.readouterr().err

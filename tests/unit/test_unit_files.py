@@ -263,3 +263,32 @@ def test_compiled_kernels_are_cached_per_release(render: Any, tmp_path: Path) ->
                        ("TRITON_CACHE_DIR", "triton"), ("FLASHINFER_WORKSPACE_BASE", "flashinfer")):  # fmt: skip
         assert env[name] == f"/var/cache/sparkfleet/instances/tiny/{kind}/{tag}", name
     assert env["TMPDIR"] == "/var/cache/sparkfleet/instances/tiny/tmp"
+
+
+@pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze is not installed (scripts/lib.sh: ensure_systemd_analyze)")
+def test_a_first_start_compile_finds_the_releases_tools_and_the_cuda_toolkit(render: Any, tmp_path: Path) -> None:
+    """Issue 64 (seed 000 §3.1): FlashInfer's JIT runs ninja from the release and nvcc from the CUDA toolkit, and links
+    against its libraries; systemd's own PATH has neither. The cpu platform gets the release's tools only."""
+    item = {
+        "name": "tiny",
+        "model": {"id": "org/tiny", "path": "/m/tiny", "config": CONFIG},
+        "intent": {"max_context": 1024},
+    }
+
+    def environment(facts: dict[str, Any]) -> dict[str, str]:
+        unit = render(host_plan(facts, [item], "vllm_serve_instances", True).model_dump(mode="json"), "tiny")
+        assert verify(unit, tmp_path) == ""
+        lines = [line[len("Environment=") :].strip('"') for line in unit.splitlines() if line.startswith("Environment=")]
+        return dict(line.split("=", 1) for line in lines)
+
+    release = str(
+        Path(
+            exec_start(render(host_plan(FACTS, [item], "vllm_serve_instances", True).model_dump(mode="json"), "tiny"))[0]
+        ).parent
+    )
+    gb10 = environment({**FACTS, "platform": "gb10", "mem_total_bytes": 128 * 2**30, "mem_available_bytes": 120 * 2**30})
+    assert gb10["PATH"].split(":")[:2] == [release, "/usr/local/cuda/bin"]
+    assert gb10["CUDA_HOME"] == "/usr/local/cuda"
+    assert gb10["LD_LIBRARY_PATH"] == "/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64"
+    cpu = environment(FACTS)
+    assert cpu["PATH"].split(":")[0] == release and "cuda" not in cpu["PATH"] and "CUDA_HOME" not in cpu
