@@ -32,6 +32,21 @@ options:
   keep:
     description: The newest O(keep) releases stay and older ones go, except current and previous, which always stay; unset prunes nothing.
     type: int
+  cache_dir:
+    description:
+      - The service's cache root (C(sparkfleet_cache_dir)). A pruned release's compile caches go with it, those of every
+        kind in O(cache_kinds) named by its id, the shared ones (C(<cache_dir>/<kind>/<id>)) and each instance's
+        (C(<cache_dir>/instances/<name>/<kind>/<id>)).
+      - The service accounts write there, so a path that leads through a link is left alone (and reported), never
+        followed.
+    type: path
+    version_added: 0.14.0
+  cache_kinds:
+    description: The compile caches kept per release (C(sparkfleet_release_cache_names)).
+    type: list
+    elements: str
+    default: []
+    version_added: 0.14.0
 attributes:
   check_mode:
     description: Reports the links it would change and the releases it would remove.
@@ -51,9 +66,16 @@ EXAMPLES = r"""
     root: /opt/sparkfleet
     release: /opt/sparkfleet/releases/0.32.0-cpu-1a2b3c4d
     keep: 3
+    cache_dir: /var/cache/sparkfleet
+    cache_kinds: [vllm, torch-compile, triton, flashinfer]
 """
 
 RETURN = r"""
+caches_left:
+  description: Compile caches of a pruned release left in place because a link leads to them (never followed).
+  returned: always
+  type: list
+  elements: str
 current:
   description: The release current points at afterwards.
   returned: always
@@ -63,7 +85,7 @@ previous:
   returned: always
   type: str
 pruned:
-  description: The release and build directories removed (or, in check mode, that would be).
+  description: The release and build directories removed, and their compile caches (or, in check mode, those that would be).
   returned: always
   type: list
   elements: str
@@ -102,12 +124,37 @@ def prune_candidates(root, keep, protected):
     return doomed + [path for path in builds if os.path.isdir(path)]
 
 
+def release_caches(cache_dir, kinds, release_ids):
+    """The compile caches of the given releases: (those to remove, those left because a link leads to them)."""
+    if not cache_dir or not os.path.isdir(cache_dir):
+        return [], []
+    parents = [cache_dir]
+    instances = os.path.join(cache_dir, "instances")
+    if os.path.isdir(instances) and not os.path.islink(instances):
+        parents += [os.path.join(instances, name) for name in sorted(os.listdir(instances))]
+    found, linked = [], []
+    for parent in parents:
+        for kind in kinds:
+            for release_id in release_ids:
+                path = os.path.join(parent, kind, release_id)
+                if not os.path.lexists(path):
+                    continue
+                # Written by the service accounts: anything but a real directory at its own path is not followed.
+                if os.path.realpath(path) != os.path.abspath(path) or not os.path.isdir(path):
+                    linked.append(path)
+                else:
+                    found.append(path)
+    return found, linked
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
             "root": {"type": "path", "required": True},
             "release": {"type": "path", "required": True},
             "keep": {"type": "int"},
+            "cache_dir": {"type": "path"},
+            "cache_kinds": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -126,6 +173,9 @@ def main():
     if before["current"] and before["current"] != resolved:
         after["previous"] = before["current"]
     pruned = prune_candidates(root, keep, {after["current"], after["previous"]}) if keep is not None else []
+    gone = sorted({os.path.basename(path) for path in pruned})
+    caches, linked = release_caches(module.params["cache_dir"], module.params["cache_kinds"], gone)
+    pruned += caches
     changed = after != before or bool(pruned)
     if changed and not module.check_mode:
         if after["previous"] != before["previous"]:
@@ -139,6 +189,7 @@ def main():
         current=after["current"],
         previous=after["previous"],
         pruned=pruned,
+        caches_left=linked,
         diff={"before": before, "after": after},
     )
 

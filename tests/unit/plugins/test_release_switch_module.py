@@ -74,3 +74,43 @@ def test_check_mode_accepts_a_release_the_run_would_build(tmp_path: Path) -> Non
     assert checked["changed"] is True and checked["pruned"] == [] and checked["previous"] == str(root / "releases" / "r1")
     assert os.readlink(root / "current") == str(root / "releases" / "r1") and not (root / "previous").exists()
     assert run_module("release_switch", args).get("failed") is True
+
+
+def test_a_pruned_release_takes_its_compile_caches_and_never_follows_a_link(tmp_path: Path) -> None:
+    """Issue 64: compile caches of removed releases were never pruned. Each kind's directory of the pruned release goes,
+    the shared one and every instance's; a cache an instance's account replaced with a link is left and reported."""
+    root = make_root(tmp_path / "opt", ["r1", "r2", "r3"])
+    (root / "current").symlink_to(root / "releases" / "r2")
+    caches = tmp_path / "cache"
+    kept_elsewhere = tmp_path / "elsewhere" / "r1"
+    kept_elsewhere.mkdir(parents=True)
+    for parent in (caches, caches / "instances" / "chat", caches / "instances" / "tiny"):
+        for kind in ("vllm", "triton"):
+            for release in ("r1", "r3"):
+                (parent / kind / release).mkdir(parents=True)
+                (parent / kind / release / "kernel.so").write_text("x")
+    (caches / "instances" / "tiny" / "triton" / "r1" / "kernel.so").unlink()
+    (caches / "instances" / "tiny" / "triton" / "r1").rmdir()
+    (caches / "instances" / "tiny" / "triton" / "r1").symlink_to(kept_elsewhere)
+    args = {"root": str(root), "release": str(root / "releases" / "r3"), "keep": 1, "cache_dir": str(caches),
+            "cache_kinds": ["vllm", "triton"]}  # fmt: skip
+    done = run_module("release_switch", args)
+    gone = {str(p) for p in (caches / "vllm" / "r1", caches / "triton" / "r1", caches / "instances" / "chat" / "vllm" / "r1",
+                             caches / "instances" / "chat" / "triton" / "r1", caches / "instances" / "tiny" / "vllm" / "r1")}  # fmt: skip
+    assert gone <= set(done["pruned"]) and str(root / "releases" / "r1") in done["pruned"]
+    assert not any(os.path.lexists(p) for p in gone)
+    assert done["caches_left"] == [str(caches / "instances" / "tiny" / "triton" / "r1")]
+    assert kept_elsewhere.is_dir() and (caches / "instances" / "tiny" / "triton" / "r1").is_symlink()
+    # The current and previous releases' caches stay.
+    assert (caches / "vllm" / "r3" / "kernel.so").exists() and (caches / "instances" / "chat" / "triton" / "r3").is_dir()
+
+
+def test_the_caches_pruned_are_those_the_unit_compiles_into() -> None:
+    import yaml
+
+    roles = Path(__file__).resolve().parents[3] / "roles"
+    kinds = yaml.safe_load((roles / "sparkfleet" / "vars" / "main.yml").read_text())["sparkfleet_release_cache_names"]
+    unit = (roles / "vllm_serve" / "templates" / "vllm.service.j2").read_text()
+    per_release = [word.split("~ '/")[1].split("'")[0] for word in unit.split("__vllm_serve_cache_base ")[1:]
+                   if "__vllm_serve_kernels" in word.split(")")[0]]  # fmt: skip
+    assert sorted(per_release) == sorted(kinds)
