@@ -6,8 +6,8 @@ and 65.28 GB in the shards its model.safetensors.index.json names (sparkrun, doc
 reads. So a staging fetches what serving reads and nothing else:
 
 - the configs (config.json, generation_config.json, quantization configs such as ModelOpt's
-  hf_quant_config.json), the tokenizer and chat template files, the processor configs, the pooling configs
-  of an embedding model, and the remote-code *.py at the top level;
+  hf_quant_config.json, Mistral's params.json), the tokenizer and chat template files, the processor configs,
+  the pooling configs of an embedding model, and the remote-code *.py at the top level;
 - the weights: exactly the shards the safetensors index's weight_map names, or model.safetensors alone; only
   a repository without safetensors gets its PyTorch weights (pytorch_model.bin[.index.json]) instead;
 - a bundled model, a folder with its own config.json and safetensors (a drafter's eagle/, mtp/, draft/), by
@@ -49,6 +49,8 @@ SERVING_NAMES = frozenset(
         "tokenizer.model",
         "tiktoken.model",
         "tekken.json",
+        # Mistral's own format (consolidated.safetensors): its config, which vLLM's mistral config format reads.
+        "params.json",
         "special_tokens_map.json",
         "merges.txt",
         "added_tokens.json",
