@@ -79,3 +79,13 @@ def test_the_attention_lever_needs_a_release_with_the_flag() -> None:
     with pytest.raises(PlanError, match=r"intent\.attention_backend.*no --attention-backend \(from 0\.13\.0\)"):
         check_attention_backend(Intent(attention_backend="TRITON_ATTN"), VllmVersion.parse("0.12.0"))
     check_attention_backend(Intent(attention_backend="TRITON_ATTN"), VllmVersion.parse("0.13.0"))
+
+
+def test_the_fp4_moe_pin_cites_the_evidence_of_the_release_it_was_read_from() -> None:
+    """Issue 64: the Marlin pin, from seeds written on older releases, cites what 0.33's own selection does on sm_121."""
+    for version, cited in (("0.33.0", True), ("0.32.0", False)):
+        result = plan(spark(version), get_profile(NANO), Intent(trust_remote_code=True))
+        flag = next(f for f in result.flags if f.name == "--moe-backend")
+        assert flag.values == ["marlin"]
+        assert ("vllm-project/vllm#54666" in flag.source) is cited
+        assert ("walks past the FlashInfer and CUTLASS backends to Marlin" in flag.reason) is cited

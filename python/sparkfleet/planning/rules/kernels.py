@@ -97,8 +97,10 @@ def kernels(s: Settings) -> list[Entry]:
             arg(
                 "--moe-backend",
                 "marlin",
-                reason="CUTLASS FP4 MoE emits silent garbage on sm_121; Marlin W4A16 is correct",
-                source=f"{SEED_SM121}; {SEED_GUIDE} §6; {vllm('§3.1')}",
+                reason="CUTLASS FP4 MoE emits silent garbage on sm_121; Marlin W4A16 is correct"
+                + (MOE_AUTO_EVIDENCE if s.version.at_least(MOE_ORDER_READ) else ""),
+                source=f"{SEED_SM121}; {SEED_GUIDE} §6; {vllm('§3.1')}"
+                + (f"; {MOE_AUTO_SOURCE}" if s.version.at_least(MOE_ORDER_READ) else ""),
             )
         )
         if env_state(s.version, "VLLM_USE_FLASHINFER_MOE_FP4") is EnvState.HONOURED:
@@ -121,6 +123,20 @@ def kernels(s: Settings) -> list[Entry]:
             )
         )
     return out
+
+
+# The evidence per release for the FP4 MoE backend (issue 64): where the selection order was read, vLLM's own auto choice
+# on sm_121 comes to Marlin as well, and B12X, which direct A/Bs favour, is not auto-selected by any release yet.
+MOE_ORDER_READ = "0.33.0"
+MOE_AUTO_EVIDENCE = (
+    "; vLLM's own auto selection walks past the FlashInfer and CUTLASS backends to Marlin on sm_121 as well, so the pin "
+    "costs nothing against it; B12X is selected by no release's auto order (intent.moe_backend b12x A/Bs it)"
+)
+MOE_AUTO_SOURCE = (
+    "vllm-project/vllm#54666 (auto lands on Marlin on SM121; the B12X auto-select PRs #54669 and #54719 open); vLLM "
+    "0.33.0 fused_moe/oracle/nvfp4.py select_nvfp4_moe_backend (FLASHINFER_B12X out of auto until CUTLASS guards its "
+    "SM121 MMA op)"
+)
 
 
 def fp8_on_flashinfer(s: Settings) -> bool:
