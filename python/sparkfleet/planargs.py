@@ -272,14 +272,29 @@ def _placement(args: argparse.Namespace) -> NodePlacement | None:
         raise from_validation(exc, "--placement") from exc
 
 
+def _newest_that_loads(args: argparse.Namespace, profile: ModelProfile, asked: bool) -> str | None:
+    """Without --vllm-version (or --lock), a model whose loader stops before the default release plans on the newest
+    release that loads it, and says so (issue 63): the refusal is for a release the user named."""
+    newest = profile.max_version
+    if asked or getattr(args, "lock", None) or newest is None or not VllmVersion.parse(args.vllm_version) > newest:
+        return None
+    default, args.vllm_version = args.vllm_version, str(newest)
+    return (
+        f"planned on vLLM {newest}, the newest release that loads {profile.id} (it loads with {profile.min_version} to "
+        f"{newest} only; the default is {default}): on a host, vllm_install_version {newest}"
+    )
+
+
 def make_plan(args: argparse.Namespace) -> tuple[ServePlan, str | None]:
+    asked = args.vllm_version is not None
     args.vllm_version = args.vllm_version or DEFAULT_VLLM[Platform(args.platform)]
     VllmVersion.parse(args.vllm_version)
     base, model_ref, model_note = _base_profile(args.model, weights_known=args.weights_gib is not None)
     profile = _profile(base, args.weights_gib, args.kv_bytes_per_token)
+    release_note = _newest_that_loads(args, profile, asked)
     drafter, drafter_ref, drafter_note = _drafter(args.drafter, weights_known=args.drafter_weights_gib is not None)
     host, host_note = _host(args)
-    note = "; ".join(n for n in (model_note, drafter_note, host_note) if n) or None
+    note = "; ".join(n for n in (model_note, release_note, drafter_note, host_note) if n) or None
     model_dir = os.path.abspath(args.model) if os.path.isdir(args.model) else None
     if args.model_dir is not None:
         if not os.path.isabs(args.model_dir):

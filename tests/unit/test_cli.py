@@ -140,3 +140,16 @@ def test_a_lock_with_prebuilt_kernels_plans_no_first_start_compile(
     assert plans["prebuilt"]["start_budget_s"] < plans["compiled"]["start_budget_s"]
     assert main(["plan", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", "--lock", str(tmp_path / "none.json")]) == 2
     assert "--lock" in capsys.readouterr().err
+
+
+def test_without_a_version_a_model_plans_on_the_newest_release_that_loads_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 63: the community Gemma-4-26B NVFP4 loads with vLLM 0.21 to 0.30 only. Asked for no release, the plan picks
+    0.30.0 and says so; asked for 0.33.0, it is refused with the reason, as before."""
+    gemma = "bg-digitalservices/Gemma-4-26B-A4B-it-NVFP4"
+    assert main(["plan", gemma, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["vllm_version"] == "0.30.0"
+    assert main(["plan", gemma]) == 0
+    said = capsys.readouterr()
+    assert "planned on vLLM 0.30.0, the newest release that loads" in said.err and "vLLM 0.30.0, planned" in said.out
+    assert main(["plan", gemma, "--vllm-version", "0.33.0"]) == 2
+    assert "loads with stock vLLM 0.21.0 to 0.30.0 only" in capsys.readouterr().err
