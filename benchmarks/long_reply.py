@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from sparkfleet.doctor.longreply import judge, steps, token_ids
+from sparkfleet.doctor.longreply import instance_label, judge, steps, token_ids
 
 PROMPT = "Write a long story about a lighthouse keeper who counts ships, one paragraph per ship."
 
@@ -37,16 +37,6 @@ def ask(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
     context = ssl.create_default_context(cafile=args.ca) if args.ca else None
     with urllib.request.urlopen(request, timeout=args.timeout, context=context) as reply:
         return dict(json.loads(reply.read()))
-
-
-def instance_of(plan_file: str | None, model: str) -> str:
-    if not plan_file:
-        return model
-    plan = json.loads(Path(plan_file).read_text())
-    argv = plan.get("argv", [])
-    spec = argv[argv.index("--speculative-config") + 1] if "--speculative-config" in argv else "none"
-    kv = argv[argv.index("--kv-cache-dtype") + 1] if "--kv-cache-dtype" in argv else "auto"
-    return f"{model} (speculation {spec}, KV dtype {kv})"
 
 
 def main() -> int:
@@ -68,7 +58,10 @@ def main() -> int:
     prompt_len = len(ids) - generated
     reply = {k: choice["logprobs"][k][prompt_len:] for k in ("tokens", "token_logprobs")}
     rescored = ask(args, {"model": args.model, "prompt": ids, "max_tokens": 1, "temperature": 0, "prompt_logprobs": 1})
-    verdict = judge(steps(reply, rescored["choices"][0]["prompt_logprobs"], prompt_len), instance_of(args.plan, args.model))
+    verdict = judge(
+        steps(reply, rescored["choices"][0]["prompt_logprobs"], prompt_len),
+        instance_label(args.model, json.loads(Path(args.plan).read_text()) if args.plan else None),
+    )
     print(json.dumps({"prompt_tokens": prompt_len, **verdict.model_dump()}, indent=1))
     return 0 if verdict.status == "green" else 1
 

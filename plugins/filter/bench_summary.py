@@ -17,8 +17,11 @@ description:
   - Each level's decode (concurrency x 1000 / median time per output token) is held against the plan's speed
     prediction at that concurrency; a level under half its predicted range's low end is flagged with what the
     record and the start show could explain it (a kernel fallback, eager mode, kernels compiled at start).
+  - Each level keeps its prefix cache figures (C(prefix_cache)) - tokens queried and hit over its runs and the hit rate,
+    from the instance's own counters read by the probe before and after each run - since a warm cache alone moves
+    throughput.
   - C(sparkfleet bench compare A B) prints two such summaries side by side.
-positional: plan, release, journal, input_len, output_len, start, thinking, offline
+positional: plan, release, journal, input_len, output_len, start, thinking, offline, long_reply
 options:
   _input:
     description:
@@ -65,6 +68,13 @@ options:
         M(sparkfleet.vllm.bench_offline_argv)) and C(stdout) (what C(vllm bench throughput --output-json) wrote).
         Kept as C(offline) (requests, tokens and output tokens a second, the argv and its hash); the record's
         C(modes) says which measurements the summary holds.
+    type: dict
+  long_reply:
+    description:
+      - The long-reply check, when it ran (C(vllm_serve_benchmark_long_reply_tokens) above 0), as C(name) (the
+        instance) and C(stdout) (the probe's C(long-reply) line: a greedy reply's decode logprobs and the same tokens
+        rescored by one prefill). Kept as C(long_reply), the verdict - C(green), or C(red) naming the instance, its
+        speculation and its KV dtype where the decode drifts from the prefill past the stated bounds.
     type: dict
 extends_documentation_fragment:
   - sparkfleet.vllm.library

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .. import bench, bench_offline, modelsource, recipes, storage, versions
-from ..doctor import journal_pattern
+from ..doctor import journal_pattern, longreply
 from ..errors import from_validation
 from ..hostconfig import accounts, hardening, instancefiles, unitfile, webui
 from ..models import Intent, Platform
@@ -40,9 +40,11 @@ def bench_summary(  # noqa: PLR0917 - a filter's arguments are positional in Jin
     start: Any = None,
     thinking: Any = "default",
     offline: Any = None,
+    long_reply: Any = None,
 ) -> dict[str, Any]:
     """The benchmark record of one instance from its runs (registered `command` results, one per concurrency) and,
-    where it ran, the offline run ({'argv': the vllm words, 'stdout': vLLM's --output-json})."""
+    where it ran, the offline run ({'argv': the vllm words, 'stdout': vLLM's --output-json}) and the long-reply check
+    ({'name': the instance, 'stdout': the probe's long-reply line})."""
     runs: dict[int | str, list[Any]] = {}
     try:
         for entry in read:
@@ -58,6 +60,9 @@ def bench_summary(  # noqa: PLR0917 - a filter's arguments are positional in Jin
             thinking=str(thinking),
             offline=bench_offline.offline_result(offline["argv"], json.loads(offline["stdout"]), int(output_len))
             if offline
+            else None,
+            long_reply=longreply.from_probe(json.loads(long_reply["stdout"]), str(long_reply["name"]), plan_json)
+            if long_reply
             else None,
         )
     except (KeyError, TypeError, IndexError) as exc:

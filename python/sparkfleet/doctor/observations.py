@@ -76,6 +76,8 @@ class InstanceObservation(Loose):
     watchdog: dict[str, Any] | None = None
     # The benchmark playbook's last verdict on this instance against its predicted speed (benchmark-<name>.json).
     benchmark: dict[str, Any] | None = None
+    # The long-reply check's probe output, when the doctor was asked to run it (vllm_serve_doctor_long_reply_tokens).
+    long_reply: dict[str, Any] | None = None
 
 
 class ServeObservation(Loose):

@@ -12,6 +12,7 @@ from ..hostconfig.cluster import Interconnect, package_differences
 from ..hostconfig.link import expected_gbps, judge_measurement, link_report
 from ..models import GIB
 from ..release import CUBIN_PACKAGE, FLASHINFER_CUDA13_INDEX, FLASHINFER_SOURCE, prebuilt_kernels
+from . import longreply
 from .hang import GpuReading, classify, parse_ras
 from .memory import guard_findings, start_findings
 from .observations import (
@@ -207,6 +208,8 @@ def instance_findings(obs: InstanceObservation, release: dict[str, Any] | None) 
     speed = speed_finding(area, obs.benchmark, plan, release)
     if speed is not None:
         out.append(speed)
+    if obs.long_reply is not None:
+        out.append(longreply.finding(area, obs.name, obs.long_reply, plan))
     return out
 
 

@@ -10,7 +10,10 @@ bench     run `vllm bench serve` (the arguments after --) with the instance's AP
           unit whose EnvironmentFile systemd read, from VLLM_API_KEY: never from a command line. For an
           instance on a Unix socket (--url http+unix://...), vLLM's bench speaks TCP only: the probe
           relays a loopback port of the unit's own network namespace to the socket and puts that
-          port's URL where the command says {relay}.
+          port's URL where the command says {relay}. With --prefix-cache-into RESULT, the run's prefix cache
+          queries, hits and hit rate (vLLM's own counters before and after) are added to that result file.
+long-reply a long greedy reply with its decode logprobs and the same tokens rescored by one prefill
+          (prompt_logprobs), printed as one JSON line for sparkfleet.doctor.longreply to judge.
 watchdog  one check for the instance's watchdog timer: the known-answer check with a deadline. It stands
           down while the instance has not been ready since its last start and is within its start budget
           (the plan's, first-start compiles included), counts consecutive failures in a state file, and
@@ -179,17 +182,58 @@ def relay(socket_path: str) -> tuple[socket.socket, int]:
     return server, server.getsockname()[1]
 
 
-def bench(url: str | None, command: list[str], env: dict[str, str]) -> NoReturn:
+def bench(url: str | None, command: list[str], env: dict[str, str], cache_into: str | None) -> NoReturn:
+    """Run the bench command; with cache_into, add to that result file the prefix cache's queries and hits over the run,
+    read from the instance's own counters before and after (a throughput figure without its hit rate misleads)."""
+    before = read_prefix_cache(url) if url and cache_into else None
     if not url or not url.startswith(UNIX_SCHEME):
-        os.execvpe(command[0], command, env)
-    server, port = relay(split_unix_url(url)[0])
-    try:
-        done = subprocess.run(
-            [word.replace("{relay}", f"http://127.0.0.1:{port}") for word in command], env=env, check=False
-        )
-    finally:
-        server.close()
+        done = subprocess.run(command, env=env, check=False)
+    else:
+        server, port = relay(split_unix_url(url)[0])
+        try:
+            done = subprocess.run(
+                [word.replace("{relay}", f"http://127.0.0.1:{port}") for word in command], env=env, check=False
+            )
+        finally:
+            server.close()
+    if cache_into and done.returncode == 0:
+        after = read_prefix_cache(url) if url else None
+        add_prefix_cache(cache_into, before, after)
     sys.exit(done.returncode)
+
+
+# The prefix cache's counters (vllm/v1/metrics/loggers.py), in tokens: looked up and found cached. Other requests served
+# during a run (a watchdog's check) count too: a few dozen tokens against a benchmark's thousands.
+PREFIX_CACHE_COUNTERS = {"vllm:prefix_cache_queries_total": "queries", "vllm:prefix_cache_hits_total": "hits"}
+
+
+def read_prefix_cache(url: str | None) -> dict[str, float] | None:
+    if not url:
+        return None
+    try:
+        counters = engine_counters(request(f"{url}/metrics", timeout=10.0)[1], PREFIX_CACHE_COUNTERS.keys())
+    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError, OSError):
+        return None
+    return {word: counters[name] for name, word in PREFIX_CACHE_COUNTERS.items() if name in counters} or None
+
+
+def add_prefix_cache(path: str, before: dict[str, float] | None, after: dict[str, float] | None) -> None:
+    """The run's prefix cache figures into its result: tokens queried and hit, and the hit rate (None: not measured)."""
+    with open(path, encoding="utf-8") as handle:
+        result = json.load(handle)
+    if before is None or after is None:
+        result["prefix_cache"] = {"queries": None, "hits": None, "hit_rate": None,
+                                  "why": "the instance's /metrics did not give its prefix cache counters"}  # fmt: skip
+    else:
+        queries = after.get("queries", 0.0) - before.get("queries", 0.0)
+        hits = after.get("hits", 0.0) - before.get("hits", 0.0)
+        why = None if queries > 0 else "no prefix cache lookups (prefix caching off)"
+        result["prefix_cache"] = {"queries": queries, "hits": hits, "hit_rate": hits / queries if queries > 0 else None,
+                                  "why": why}  # fmt: skip
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(result, handle)
+    os.replace(tmp, path)
 
 
 class WrongAnswer(ValueError):  # noqa: N818 - tests catch it by this name
@@ -377,13 +421,14 @@ NOT_PROGRESS = re.compile(r'finished_reason="(abort|error)"')
 SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
 
-def engine_counters(exposition: str) -> dict[str, float]:
-    """vLLM's progress counters and work gauges from its /metrics text, each summed over its label sets."""
-    wanted = PROGRESS_COUNTERS.keys() | WORK_GAUGES.keys()
+def engine_counters(exposition: str, wanted: Iterable[str] = ()) -> dict[str, float]:
+    """vLLM's progress counters and work gauges (or the names wanted) from its /metrics text, each summed over its
+    label sets."""
+    names = set(wanted) or set(PROGRESS_COUNTERS) | set(WORK_GAUGES)
     totals: dict[str, float] = {}
     for line in exposition.splitlines():
         match = SAMPLE.match(line)
-        if not match or match[1] not in wanted or NOT_PROGRESS.search(match[2] or ""):
+        if not match or match[1] not in names or NOT_PROGRESS.search(match[2] or ""):
             continue
         try:
             value = float(match[3])
@@ -553,9 +598,36 @@ def rank(args: argparse.Namespace) -> None:
         subprocess.run(["systemctl", "restart", "--no-block", args.unit], check=True)
 
 
+LONG_REPLY_PROMPT = "Write a long story about a lighthouse keeper who counts ships, one paragraph per ship."
+
+
+def long_reply(args: argparse.Namespace, plan: dict[str, Any], key: str | None) -> None:
+    """The long-reply check's two requests (sparkfleet.doctor.longreply judges them on the controller): a greedy reply of
+    --max-tokens with each token's decode logprob, then the same ids rescored by one prefill (vLLM's prompt_logprobs).
+    Prints one JSON line: the reply's tokens and logprobs and the prefill's logprobs at the reply's positions."""
+    if plan.get("runner") == "pooling":
+        print(json.dumps({"skipped": "a pooling instance generates no reply"}))
+        return
+    model, url = plan["served_name"], f"{args.url}/v1/completions"
+    body = {"model": model, "prompt": LONG_REPLY_PROMPT, "max_tokens": args.max_tokens, "temperature": 0, "logprobs": 1,
+            "echo": True, "return_tokens_as_token_ids": True, "ignore_eos": True}  # fmt: skip
+    decoded = json.loads(request(url, body, key, timeout=args.timeout)[1])
+    choice, generated = decoded["choices"][0], int(decoded["usage"]["completion_tokens"])
+    tokens = choice["logprobs"]["tokens"]
+    ids = [int(str(t).rsplit(":", 1)[1]) for t in tokens]
+    prompt_len = len(ids) - generated
+    rescore = {"model": model, "prompt": ids, "max_tokens": 1, "temperature": 0, "prompt_logprobs": 1}
+    rescored = json.loads(request(url, rescore, key, timeout=args.timeout)[1])["choices"][0]["prompt_logprobs"]
+    print(json.dumps({
+        "prompt_tokens": prompt_len,
+        "reply": {"tokens": tokens[prompt_len:], "token_logprobs": choice["logprobs"]["token_logprobs"][prompt_len:]},
+        "prompt_logprobs": rescored[prompt_len:],
+    }))  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["ready", "watchdog", "bench", "rank"])
+    parser.add_argument("mode", choices=["ready", "watchdog", "bench", "rank", "long-reply"])
     parser.add_argument("--unit")
     parser.add_argument("--url", help="base URL, e.g. http://127.0.0.1:8000")
     parser.add_argument("--plan", help="the instance's plan.json (holds the warm-up request)")
@@ -563,9 +635,11 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1200, help="ready: seconds to wait")
     parser.add_argument("--state", help="watchdog: state file")
     parser.add_argument("--service-user", help="rank: the user the rank runs as (only its sockets count)")
+    parser.add_argument("--max-tokens", type=int, default=512, help="long-reply: the reply's length in tokens")
     parser.add_argument("--deadline", type=float, default=30, help="watchdog: seconds one inference may take")
     parser.add_argument("--failures", type=int, default=3, help="watchdog: consecutive failures before a restart")
     parser.add_argument("--start-grace", type=float, default=900, help="watchdog: seconds a new start may take")
+    parser.add_argument("--prefix-cache-into", help="bench: the result file to add the run's prefix cache hits to")
     parser.add_argument("--textfile-dir", help="ready, watchdog: node_exporter's textfile directory for the start's metrics")
     argv = sys.argv[1:]
     command = argv[argv.index("--") + 1 :] if "--" in argv else []
@@ -578,11 +652,17 @@ def main() -> None:
         key = api_key(args.env_file) if args.env_file else env.pop("VLLM_API_KEY", None)
         if key:
             env["OPENAI_API_KEY"] = key
-        bench(args.url, command, env)
+        bench(args.url, command, env, args.prefix_cache_into)
     if args.mode == "rank":
         if not (args.unit and args.plan and args.service_user):
             parser.error("rank needs --unit, --plan and --service-user")
         rank(args)
+        return
+    if args.mode == "long-reply":
+        if not (args.url and args.plan and args.env_file):
+            parser.error("long-reply needs --url, --plan and --env-file")
+        with open(args.plan, encoding="utf-8") as handle:
+            long_reply(args, json.load(handle), api_key(args.env_file))
         return
     if not (args.unit and args.url and args.plan and args.env_file):
         parser.error(f"{args.mode} needs --unit, --url, --plan and --env-file")
