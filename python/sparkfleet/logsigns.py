@@ -127,7 +127,8 @@ SIGNS: tuple[Sign, ...] = (
         "NCCL's IB receiver discarded a completion and the collective never finishes while HTTP stays up "
         "(seen on 4 Sparks after hours at full concurrency, NCCL 2.28.9 to 2.30.7; open upstream, no release fixes "
         "it): the rank watchdog restarts the instance; keep the NCCL the cluster runs on every member and follow "
-        "NVIDIA/nccl#2334 for the fix",
+        "NVIDIA/nccl#2334 for the fix, or opt into a build carrying its candidate fix (NVIDIA/nccl PR 2393) with "
+        "ray_cluster_nccl: custom, its sha256 checked on every member",
         "NCCL 2.28.9-2.30.7",
         "NVIDIA/nccl#2334 (net_ib/p2p.cc, the CTS branch of the resiliency path)",
     ),

@@ -21,7 +21,13 @@ from ..hostconfig.cluster import (
 from ..hostconfig.door import METRICS_CLIENT, DoorPlan, client_digests, door_plan_from
 from ..hostconfig.link import link_facts, link_report, ring_findings
 from ..hostconfig.monitoring import ScrapedHost, dashboard, plan_metrics, queries, rules_document, scrape_targets, thresholds
-from ..hostconfig.ncclrules import graph_instances, multinode_instances, nccl_aarch64_problem, nccl_graphs_problem
+from ..hostconfig.ncclrules import (
+    custom_nccl,
+    graph_instances,
+    multinode_instances,
+    nccl_aarch64_problem,
+    nccl_graphs_problem,
+)
 from ..hub import served_at, snapshot_dir
 from ..models import GIB, HostFacts, Intent, ModelProfile
 from ..planning.hostplan import HostPlan, InstanceRequest, endpoint, plan_host, socket_endpoint
@@ -325,9 +331,11 @@ def cluster_environment(
         env += ray_auth_env(str(auth_token_path))
     report = "no NCCL (cpu platform)"
     if nccl_wanted != "none":
-        if nccl_wanted not in ("pip", "system"):
-            raise PlanError("ray_cluster_nccl", f"{nccl_wanted!r} is not one of pip, system, none")
-        report, nccl_env = nccl_choice(NcclLibraries.model_validate(plain(nccl_found) or {}), nccl_wanted, host)  # type: ignore[arg-type]
+        if nccl_wanted not in ("pip", "system", "custom"):
+            raise PlanError("ray_cluster_nccl", f"{nccl_wanted!r} is not one of pip, system, custom, none")
+        found = dict(plain(nccl_found) or {})
+        declared = custom_nccl(found.pop("custom", None)) if nccl_wanted == "custom" else None
+        report, nccl_env = nccl_choice(NcclLibraries.model_validate(found), nccl_wanted, host, declared)  # type: ignore[arg-type]
         env += nccl_env
     return {"env": [e.model_dump() for e in env], "nccl": report}
 
@@ -361,6 +369,9 @@ def link_check(members: Any, settings: Any) -> dict[str, list[str]]:
     instances = settings.get("instances") or []
     spanning = graph_instances(instances if isinstance(instances, list) else [], gb10)
     nccl = settings.get("nccl") or {}
+    if nccl.get("custom") is not None:  # a patched build: the version it declares is held to the same rules
+        declared = custom_nccl(nccl["custom"])
+        nccl = {"version": declared.version, "where": f"the patched build ray_cluster_nccl_custom at {declared.path}"}
     ring_problems, ring_warnings = ring_findings(len(members), rdma, nccl.get("version"))
     problems += ring_problems
     warnings += ring_warnings

@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, field_validator
 from ..errors import PlanError, from_validation
 from ..models import Strict
 from ..sources import SEED_GUIDE, SEED_SM121
+from .ncclrules import SOURCE_PATCHED, CustomNccl, custom_identity
 
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 _TOKEN_PATH = re.compile(r"/[A-Za-z0-9_./-]{1,254}")
@@ -205,6 +206,8 @@ class NcclLibraries(Strict):
     pip_version: str | None = None
     system: str | None = None
     system_version: str | None = None
+    # The sha256 of the file at the declared patched build's path on this host (ray_cluster_nccl: custom), or None.
+    custom_sha256: str | None = None
 
 
 # NVIDIA/nccl#2167 reported NCCL 2.30.4 hanging MoE weight loading on 8 Sparks and NCCL_NVLS_ENABLE=0 fixing it; its
@@ -216,8 +219,21 @@ NCCL_NVLS = (
 )
 
 
-def nccl_choice(found: NcclLibraries, wanted: Literal["pip", "system"], host: str) -> tuple[str, list[EnvVar]]:
-    """One NCCL for every process: the chosen library is preloaded and handed to vLLM's own NCCL wrapper."""
+def nccl_choice(
+    found: NcclLibraries, wanted: Literal["pip", "system", "custom"], host: str, declared: CustomNccl | None = None
+) -> tuple[str, list[EnvVar]]:
+    """One NCCL for every process: the chosen library is preloaded and handed to vLLM's own NCCL wrapper. A patched
+    build (custom) is loaded only where its bytes are the declared build's."""
+    if wanted == "custom":
+        if declared is None:
+            raise PlanError("ray_cluster_nccl_custom", "is required with ray_cluster_nccl: custom")
+        custom_identity(host, declared, found.custom_sha256)
+        fixes = f", carrying {', '.join(declared.fixes)}" if declared.fixes else ""
+        report = (
+            f"the patched NCCL {declared.version} at {declared.path} (sha256 {declared.sha256[:12]}{fixes}; "
+            f"{SOURCE_PATCHED})"
+        )
+        return report, nccl_env(declared.path)
     path = found.pip if wanted == "pip" else found.system
     if not path:
         other = "system" if wanted == "pip" else "pip"
@@ -232,6 +248,11 @@ def nccl_choice(found: NcclLibraries, wanted: Literal["pip", "system"], host: st
     report = f"{wanted} NCCL {version or '?'} at {path}" + (
         f" (not the {'system' if wanted == 'pip' else 'pip'} build, so every process loads the same one)" if both else ""
     )
+    return report, nccl_env(path)
+
+
+def nccl_env(path: str) -> list[EnvVar]:
+    """The one library, preloaded for torch and handed to vLLM's pynccl; NVLS off."""
     env = [
         EnvVar(name="LD_PRELOAD", value=path, reason="torch and NCCL users load this one NCCL", source=NCCL_HANG),
         EnvVar(name="VLLM_NCCL_SO_PATH", value=path, reason="vLLM's pynccl loads the same library", source=NCCL_HANG),
@@ -243,7 +264,7 @@ def nccl_choice(found: NcclLibraries, wanted: Literal["pip", "system"], host: st
             source=NCCL_NVLS,
         ),
     ]
-    return report, env
+    return env
 
 
 # --------------------------------------------------------------------------- preflight

@@ -8,8 +8,12 @@ proxy-op slots until a rank spins silently (nvidia/nccl#2353); CUDA graphs that 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field, StringConstraints, ValidationError
+
+from ..errors import PlanError, from_validation
+from ..models import Strict
 from ..release import NCCL_GRAPHS_MIN
 
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
@@ -76,3 +80,52 @@ def graph_instances(instances: list[dict[str, Any]], gb10: bool) -> list[str]:
         if isinstance(intent, dict) and int(intent.get("nodes") or 1) > 1 and intent.get("profile") != "memory-saver":
             out.append(str(item.get("name")))
     return out
+
+
+# --------------------------------------------------------------------------- a patched build, opted into
+
+SOURCE_PATCHED = (
+    "NVIDIA/nccl#2334 (a RoCE receiver deadlock on 4 Sparks, open on 2.28.9 to 2.30.7; candidate fix NVIDIA/nccl PR "
+    "2393): no release carries the fix, so a cluster that needs it runs a build of its own"
+)
+
+
+class CustomNccl(Strict):
+    """A patched NCCL build the user opts into (ray_cluster_nccl: custom): the library every member loads, by path and
+    by the sha256 of its bytes, the NCCL version it was built from (the version rules hold it like any other) and the
+    upstream fixes it carries (reported with the choice)."""
+
+    path: Annotated[str, StringConstraints(pattern=r"^/[A-Za-z0-9_.+/-]*libnccl\.so(\.[0-9]+)*$")]
+    sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+    version: Annotated[str, StringConstraints(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+([-+.][A-Za-z0-9.+-]*)?$")]
+    fixes: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] = Field(default_factory=list)
+
+
+def custom_nccl(raw: Any, label: str = "ray_cluster_nccl_custom") -> CustomNccl:
+    """The declared build, validated: errors name the field (ray_cluster_nccl_custom.sha256) and the rule it broke."""
+    if not isinstance(raw, dict) or not raw:
+        raise PlanError(
+            label,
+            "is required with ray_cluster_nccl: custom",
+            ("{path: /opt/nccl/lib/libnccl.so.2, sha256: <64 hex>, version: 2.30.7, fixes: [NVIDIA/nccl PR 2393]}",),
+        )
+    try:
+        return CustomNccl.model_validate(raw)
+    except ValidationError as exc:
+        raise from_validation(exc, label, sep=".") from exc
+
+
+def custom_identity(host: str, declared: CustomNccl, found_sha256: str | None) -> None:
+    """Every member loads the declared build or the cluster does not start: one NCCL version can be different builds,
+    and ranks on different builds hang (vllm-project/vllm#41725)."""
+    if not found_sha256:
+        raise PlanError(
+            "ray_cluster_nccl_custom",
+            f"{host} has no file at {declared.path}: copy the declared NCCL build to that path on every member",
+        )
+    if found_sha256.lower() != declared.sha256:
+        raise PlanError(
+            "ray_cluster_nccl_custom",
+            f"{host}'s {declared.path} has sha256 {found_sha256.lower()}, not the declared build's {declared.sha256}: "
+            "every member must load the same patched NCCL (copy the one build everywhere, or declare its sha256)",
+        )
