@@ -37,6 +37,7 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 from kv_indexed import INDEXED_FAMILIES, check_indexed, vllm_release
 from kv_packed import PACKED_FAMILIES, check_packed
+from vllm.model_executor.models import registry as vllm_registry
 from vllm.triton_utils import HAS_TRITON, triton
 
 from sparkfleet.kv.cache import GroupKind, base_block_size, geometry, state_checkpoints
@@ -46,6 +47,12 @@ from sparkfleet.reading.config import text_config
 from sparkfleet.reading.families import POOL_CHECKED_LAYOUTS, PROVED_LAYOUTS
 from sparkfleet.versions import VllmVersion
 from vllm import LLM
+
+# vLLM inspects each architecture's class in a subprocess of its own so that the parent never initialises CUDA
+# (model_executor/models/registry.py _run_in_subprocess): a new interpreter importing vLLM, about 11 s of CPU per
+# architecture on a cold cache, 25 of them here. This CPU-only process imports every model class anyway when it
+# builds the model, so the inspection runs in it: the same _ModelInfo, without the interpreters.
+vllm_registry._run_in_subprocess = lambda fn: fn()
 
 # vLLM's CPU build has no Triton, and OLMo-Hybrid's Gated-DeltaNet layer hands Triton an allocator when it is built
 # (layers/mamba/gdn/olmo_gdn_linear_attn.py). The KV cache config needs no forward pass: with enforce_eager and an
