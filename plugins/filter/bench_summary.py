@@ -72,7 +72,7 @@ options:
   long_reply:
     description:
       - The long-reply check, when it ran (C(vllm_serve_benchmark_long_reply_tokens) above 0), as C(name) (the
-        instance) and C(stdout) (the probe's C(long-reply) line: a greedy reply's decode logprobs and the same tokens
+        instance) and C(stdout) (the probe's C(long-reply) line, a greedy reply's decode logprobs and the same tokens
         rescored by one prefill). Kept as C(long_reply), the verdict - C(green), or C(red) naming the instance, its
         speculation and its KV dtype where the decode drifts from the prefill past the stated bounds.
     type: dict
