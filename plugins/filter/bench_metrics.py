@@ -10,7 +10,7 @@ short_description: The Prometheus textfile of a benchmark held against its speed
 version_added: 0.13.0
 author: sparkfleet contributors (@sparkfleet)
 description:
-  - From an instance's benchmark summary (M(sparkfleet.vllm.bench_summary)'s result), returns node_exporter textfile
+  - From an instance's benchmark summary (P(sparkfleet.vllm.bench_summary#filter)'s result), returns node_exporter textfile
     metrics, C(sparkfleet_benchmark_decode_ratio) (measured over predicted aggregate decode, per concurrency) and
     C(sparkfleet_benchmark_far_below_prediction) (1 when a level decoded far below its predicted range).
   - An empty string where the plan predicted no speed (a CPU host), whose figures are never held against a Spark's.

@@ -58,14 +58,14 @@ options:
     type: dict
   thinking:
     description:
-      - The run's thinking switch (M(sparkfleet.vllm.bench_thinking_args)), kept in the record as C(thinking).
+      - The run's thinking switch (P(sparkfleet.vllm.bench_thinking_args#filter)), kept in the record as C(thinking).
     type: str
     default: default
     choices: [default, "on", "off"]
   offline:
     description:
       - The offline run, when it ran (C(vllm_serve_benchmark_offline)), as C(argv) (its words,
-        M(sparkfleet.vllm.bench_offline_argv)) and C(stdout) (what C(vllm bench throughput --output-json) wrote).
+        P(sparkfleet.vllm.bench_offline_argv#filter)) and C(stdout) (what C(vllm bench throughput --output-json) wrote).
         Kept as C(offline) (requests, tokens and output tokens a second, the argv and its hash); the record's
         C(modes) says which measurements the summary holds.
     type: dict

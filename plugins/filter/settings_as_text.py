@@ -11,7 +11,7 @@ version_added: 0.13.0
 author: sparkfleet contributors (@sparkfleet)
 description:
   - A role's argument spec accepts the text C("false") for a boolean without converting it, and Jinja then reads it as
-    true (C(-e name=value) and INI inventories pass text). For each option of M(sparkfleet.vllm.role_options) whose
+    true (C(-e name=value) and INI inventories pass text). For each option of P(sparkfleet.vllm.role_options#lookup) whose
     value is text, returns a line naming it and the C(-e) with JSON that passes it typed.
 positional: values
 options:
