@@ -61,7 +61,8 @@ def test_gb10_installs_exactly_the_lock_with_hashes_and_links_ptxas() -> None:
     assert link[3].endswith("/lib/python3.12/site-packages/triton/backends/nvidia/bin/ptxas")
     assert r.release_id == r.lock.release_id and r.release_dir.endswith(r.release_id)
     assert r.expected_platform == "cuda" and r.expected_cuda == "13.0"
-    assert [s.name for s in r.smoke] == [r.smoke_report, "vllm --version"]
+    # One interpreter imports the release, runs its vllm command and reports (no second import of vLLM).
+    assert [s.name for s in r.smoke] == [r.smoke_report]
 
 
 def test_a_lock_with_flashinfers_kernels_and_a_wheelhouse_change_where_packages_come_from() -> None:
@@ -200,10 +201,18 @@ def test_ray_joins_the_lock_and_the_smoke_test_only_when_pinned() -> None:
     assert "ray" not in recipe(inputs_from(CPU), lock, "/o").smoke[0].argv[-1]
 
 
+def _console_script(path: Path, python: str, says: str = "print('0.32.0'); raise SystemExit(0)") -> None:
+    """A console script as uv writes one (its interpreter on the first line), whose main stands in for vLLM's CLI."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        f"#!{python}\nimport sys\nif __name__ == '__main__':\n    assert sys.argv[1:] == ['--version']\n    {says}\n"
+    )
+
+
 @pytest.mark.parametrize("ray", [None, "2.60.0"])
 def test_the_smoke_report_is_one_interpreter_printing_what_the_role_checks(tmp_path: Path, ray: str | None) -> None:
-    """The report step runs as written, against stand-in modules with the attributes it reads, and prints the JSON
-    the role compares with expected_platform and expected_cuda."""
+    """The report step runs as written, against stand-in modules with the attributes it reads and a stand-in vllm
+    console script, and prints the JSON the role compares with expected_platform and expected_cuda."""
     for name, text in {
         "vllm/__init__.py": "__version__ = '0.32.0'\n",
         "vllm/platforms.py": "class _P:\n    device_type = 'cpu'\ncurrent_platform = _P()\n",
@@ -214,9 +223,16 @@ def test_the_smoke_report_is_one_interpreter_printing_what_the_role_checks(tmp_p
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text, encoding="utf-8")
     values = {**CPU, **({"ray_version": ray} if ray else {})}
-    r = recipe(inputs_from(values), lock_for_inputs(values, CPU_LOCK_TEXT), "/o")
+    r = recipe(inputs_from(values), lock_for_inputs(values, CPU_LOCK_TEXT), str(tmp_path / "o"))
     step = next(s for s in r.smoke if s.name == r.smoke_report)
-    run = subprocess.run([sys.executable, *step.argv[1:]], cwd=tmp_path, capture_output=True, text=True, check=True)
+    cli = Path(r.release_dir) / "bin" / "vllm"
+    _console_script(cli, step.argv[0])
+
+    def smoke() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, *step.argv[1:]], cwd=tmp_path, capture_output=True, text=True, check=False)
+
+    run = smoke()
+    assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout.splitlines()[-1])
     assert report == {
         "vllm": "0.32.0",
@@ -226,7 +242,16 @@ def test_the_smoke_report_is_one_interpreter_printing_what_the_role_checks(tmp_p
         **({"ray": ray} if ray else {}),
     }
     assert report["platform"] == r.expected_platform and report["cuda"] == r.expected_cuda
+    # The vllm command the units exec must run on the release's Python and answer --version.
+    _console_script(cli, "/usr/bin/python3")
+    assert "does not run " + step.argv[0] in smoke().stderr
+    _console_script(cli, step.argv[0], says="raise SystemExit(2)")
+    failed = smoke()
+    assert failed.returncode != 0 and "vllm --version exited 2" in failed.stderr
+    _console_script(cli, step.argv[0], says="raise SystemExit(0)")
+    assert "printed nothing" in smoke().stderr
     # A release whose serve path does not import fails here, before any unit switches to it.
+    _console_script(cli, step.argv[0])
     (tmp_path / (SERVE_PATH_MODULES[Platform.CPU][-1].replace(".", "/") + ".py")).write_text("raise ImportError('x')\n")
-    broken = subprocess.run([sys.executable, *step.argv[1:]], cwd=tmp_path, capture_output=True, text=True, check=False)
+    broken = smoke()
     assert broken.returncode != 0 and "ImportError" in broken.stderr

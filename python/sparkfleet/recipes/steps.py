@@ -70,7 +70,7 @@ JIT_DISABLED_CHECK = (
 )
 
 # The smoke step whose last line is the release's JSON report (versions, torch's CUDA, the platform vLLM detects).
-SMOKE_REPORT = "import vllm and torch, report the platform"
+SMOKE_REPORT = "import vllm and torch, run vllm --version, report the platform"
 
 # What `vllm serve`'s three processes import beyond `import vllm` (the API server, the engine core, the executor and
 # the platform's worker), in vLLM 0.32 and 0.33 alike (tests/vllm/check_argv_with_vllm.py checks both releases).
@@ -268,31 +268,56 @@ def _fixup_steps(inputs: InstallInputs, lock: Lock, at: ReleasePaths) -> list[St
     return steps
 
 
+# The release's `vllm --version`, run in the smoke step's own interpreter: the console script the units exec
+# (`bin/vllm serve`), checked to name the release's Python in its first two lines (uv writes a /bin/sh trampoline for a
+# long path), then run as __main__. A process of its own imported vLLM's CLI again: about 9 s of CPU per build.
+CLI_CHECK = """
+import contextlib, io, runpy, sys
+cli = {cli!r}
+with open(cli) as script:
+    head = script.readline() + script.readline()
+if {python!r} not in head:
+    sys.exit(f"{{cli}} does not run {python}: it starts {{head!r}}")
+sys.argv = [cli, "--version"]
+said = io.StringIO()
+try:
+    with contextlib.redirect_stdout(said):
+        runpy.run_path(cli, run_name="__main__")
+except SystemExit as stop:
+    if stop.code not in (None, 0):
+        sys.exit(f"vllm --version exited {{stop.code}}")
+if not said.getvalue().strip():
+    sys.exit("vllm --version printed nothing")
+"""
+
+
 def _smoke_steps(inputs: InstallInputs, lock: Lock, at: ReleasePaths, expected: str) -> list[Step]:
-    """One interpreter imports what the release serves with and reports it: each import of vLLM and torch costs
-    seconds (tens on a loaded host), and the checks need no process of their own to say which one failed."""
+    """One interpreter imports what the release serves with, runs its `vllm --version` and reports: each import of
+    vLLM and torch costs seconds (tens on a loaded host), and the checks need no process of their own to say which
+    one failed."""
     modules = ", ".join(
         ("json", "torch", "vllm", *(("ray",) if inputs.ray_version else ()), *SERVE_PATH_MODULES[inputs.platform])
     )
     report = "{'vllm': vllm.__version__, 'torch': torch.__version__, 'cuda': torch.version.cuda, 'platform': p.device_type"
     report += ", 'ray': ray.__version__}" if inputs.ray_version else "}"
+    program = (
+        f"import {modules}\nfrom vllm.platforms import current_platform as p\n"
+        + CLI_CHECK.format(cli=f"{at.release}/bin/vllm", python=at.python)
+        + f"print(json.dumps({report}))\n"
+    )
     smoke = [
         Step(
             name=SMOKE_REPORT,
-            argv=[
-                at.python,
-                "-c",
-                f"import {modules}; from vllm.platforms import current_platform as p; print(json.dumps({report}))",
-            ],
+            argv=[at.python, "-c", program],
             why=(
                 f"a {inputs.platform.value} release must import and detect the {expected} platform, torch must run on the "
                 f"CUDA its lock carries ({lock.cuda or 'none'}; {GB10_CUDA_SOURCE})"
                 + ("; Ray for multi-node serving" if inputs.ray_version else "")
                 + "; the modules vllm serve's processes import load, and their bytecode stays in the release for the "
-                "service accounts, which cannot write there"
+                "service accounts, which cannot write there; its vllm command (the units' ExecStart) runs on the "
+                "release's Python and answers --version"
             ),
         ),
-        Step(name="vllm --version", argv=[f"{at.release}/bin/vllm", "--version"]),
     ]
     if inputs.platform is Platform.GB10 and lock.prebuilt_kernels:
         smoke.append(
