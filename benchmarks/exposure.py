@@ -14,13 +14,10 @@ import re
 import subprocess
 
 UNITS = (
-    "sparkfleet-vllm-*.service",
-    "sparkfleet-ray-*.service",
+    "sparkfleet-*.service",
     "prometheus-node-exporter.service",
     "prometheus.service",
     "nginx.service",
-    "sparkfleet-webui.service",
-    "sparkfleet-door-*.service",
 )
 
 
@@ -41,10 +38,14 @@ def main() -> None:
         print(f"  {unit:<48} {score.group(1) + ' ' + score.group(2) if score else '?'}")
     users = {line.split(":")[2]: line.split(":")[0] for line in run(args.host, "getent", "passwd").splitlines()}
     print("TCP listeners (address, owner)")
+    listeners = []
     for line in run(args.host, "ss", "-ltnHe").splitlines():
         fields = line.split()
         uid = next((f[4:] for f in fields if f.startswith("uid:")), "0")
-        print(f"  {fields[3]:<24} {users.get(uid, uid)}")
+        listeners.append((fields[3], users.get(uid, uid)))
+    # Sorted: ss lists them in the kernel's hash order, which differs from one boot to the next.
+    for address, owner in sorted(listeners):
+        print(f"  {address:<24} {owner}")
 
 
 if __name__ == "__main__":

@@ -10,15 +10,21 @@
   roles' `meta/argument_specs.yml` with Ansible's own ArgumentSpecValidator, and a variable with a role's prefix
   that no role has is refused as a typo.
 - A `python` block compiles.
+- A `console` block of a command only a converged sandbox host can run (RECORDED) keeps the output recorded there;
+  the Molecule verify RECORDED names runs the same command on its host and compares (--recorded), so that output
+  cannot drift either.
 
 Run: uv run python scripts/docs_examples.py          (checks; exits 1 naming each failure, prints the counts)
      uv run python scripts/docs_examples.py --write  (rewrites the console blocks' output)
+     uv run python scripts/docs_examples.py --recorded COMMAND OUTPUT_FILE [--write]
+                                                     (a sandbox command's recorded output against OUTPUT_FILE)
 """
 
 from __future__ import annotations
 
 import configparser
 import contextlib
+import difflib
 import io
 import json
 import os
@@ -118,24 +124,66 @@ def parse_cli(args: list[str]) -> str | None:
     return None if status == 0 else said.strip()
 
 
+# Commands whose output only a converged sandbox host gives, each with the Molecule verify that runs it there and
+# compares its output with the guide's (--recorded); the check here makes sure that verify still runs it.
+RECORDED = {
+    "uv run python benchmarks/exposure.py --host sparkfleet-molecule": "extensions/molecule/default/verify_exposure.yml",
+}
+
+
 def console_output(text: str) -> tuple[str, list[str]]:
-    """A console block with each `$ ` command's output regenerated, and each command that failed to run."""
-    lines, failures, skipping = [], [], False
+    """A console block with each `$ ` command's output regenerated (a RECORDED command's kept), and each command
+    that failed to run."""
+    lines, failures, regenerating = [], [], False
     for line in text.splitlines():
         if line.startswith("$ "):
-            skipping = True
             lines.append(line)
+            regenerating = line[2:] not in RECORDED
+            if not regenerating:
+                continue
             args = cli_words(line[2:])
             if args is None:
-                failures.append(f"not a sparkfleet command: {line}")
+                failures.append(f"not a sparkfleet command, nor one a sandbox records (RECORDED): {line}")
                 continue
             status, said = run_cli(args)
             lines.extend(said.rstrip().splitlines())
             if status:
                 lines.append(f"(exit {status})")
-        elif not skipping:
+        elif not regenerating:
             lines.append(line)
     return "\n".join(lines) + "\n", failures
+
+
+def recorded_output(command: str) -> tuple[Path, str] | None:
+    """The guide that shows `command`'s recorded output, and that output."""
+    for doc in DOCS:
+        for block in blocks(doc):
+            if block.language == "console" and f"$ {command}\n" in block.text:
+                after = block.text.split(f"$ {command}\n", 1)[1]
+                return doc, after.split("\n$ ", 1)[0].rstrip("\n") + "\n"
+    return None
+
+
+def compare_recorded(command: str, output: Path, rewrite: bool) -> int:
+    """A sandbox's output of `command` against the guide's: 0 when they agree (or the guide was rewritten to it)."""
+    found = recorded_output(command)
+    if found is None:
+        print(f"no guide shows the output of: {command}", file=sys.stderr)
+        return 1
+    doc, shown = found
+    name = doc.relative_to(ROOT) if doc.is_relative_to(ROOT) else doc
+    live = "\n".join(line.rstrip() for line in output.read_text().rstrip("\n").splitlines()) + "\n"
+    if live == shown:
+        print(f"{name}: the recorded output of {command!r} is what it prints on this host")
+        return 0
+    if rewrite:
+        doc.write_text(doc.read_text().replace(f"$ {command}\n{shown}", f"$ {command}\n{live}", 1))
+        print(f"{name}: rewrote the recorded output of {command!r}")
+        return 0
+    diff = difflib.unified_diff(shown.splitlines(), live.splitlines(), "the guide", "this host", lineterm="")
+    print(f"{name}: the output of {command!r} differs on this host (rerun with --write):", file=sys.stderr)
+    print("\n".join(diff), file=sys.stderr)
+    return 1
 
 
 def role_options() -> dict[str, tuple[str, dict[str, Any]]]:
@@ -228,7 +276,9 @@ def check_block(block: Block, options: dict[str, tuple[str, dict[str, Any]]], co
     failures: list[str] = []
     if block.language == "console":
         regenerated, failures = console_output(block.text)
-        counts["CLI commands run, their output compared"] += block.text.count("\n$ ") + block.text.startswith("$ ")
+        said = [line[2:] for line in block.text.splitlines() if line.startswith("$ ")]
+        counts["CLI commands run, their output compared"] += sum(command not in RECORDED for command in said)
+        counts["sandbox commands, their recorded output compared by a Molecule verify"] += sum(c in RECORDED for c in said)
         if regenerated != block.text:
             failures.append("its output is not what the commands print now (scripts/docs_examples.py --write)")
     elif block.language == "bash":
@@ -319,10 +369,23 @@ def check() -> tuple[list[str], Counter[str]]:
     for doc in DOCS:
         for block in blocks(doc):
             failures += check_block(block, options, counts)
-    return failures, counts
+    return failures + recorded_failures(), counts
+
+
+def recorded_failures() -> list[str]:
+    """Each RECORDED command is shown by a guide and run by its verify, which compares the two."""
+    failures = []
+    for command, verify in RECORDED.items():
+        if recorded_output(command) is None:
+            failures.append(f"RECORDED: no guide shows the output of {command!r}")
+        if command not in (ROOT / verify).read_text() or "--recorded" not in (ROOT / verify).read_text():
+            failures.append(f"RECORDED: {verify} does not run {command!r} and compare it (--recorded)")
+    return failures
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--recorded"] and len(sys.argv) in (4, 5):
+        return compare_recorded(sys.argv[2], Path(sys.argv[3]), rewrite=sys.argv[4:] == ["--write"])
     if sys.argv[1:] == ["--write"]:
         write()
     failures, counts = check()

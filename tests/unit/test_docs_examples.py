@@ -8,6 +8,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("docs_examples", ROOT / "scripts" / "docs_examples.py")
 assert _spec and _spec.loader
@@ -57,3 +59,30 @@ def test_each_guide_opens_with_its_commands() -> None:
         lines = guide.read_text().splitlines()
         first_block = next(i for i, line in enumerate(lines) if re.match(r"```(console|bash|yaml)$", line))
         assert first_block <= 12, f"{guide.name}: its first commands come at line {first_block + 1}"
+
+
+def test_a_sandbox_commands_recorded_output_is_compared_rewritten_and_must_be_run_by_its_verify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A guide's output that only a sandbox host gives is compared with that host's (trailing blanks aside), a drift
+    fails with a diff until --write takes the host's, and a verify that stops running the command is caught."""
+    command = "uv run python benchmarks/x.py --host h"
+    guide = tmp_path / "guide.md"
+    guide.write_text(f"# A guide\n\n```console\n$ {command}\nunit a 1.0 OK\nunit b 2.6 OK\n```\n\nThe why.\n")
+    monkeypatch.setattr(docs_examples, "DOCS", [guide])
+    monkeypatch.setattr(docs_examples, "RECORDED", {command: "extensions/molecule/default/verify_noop.yml"})
+    live = tmp_path / "live.txt"
+    live.write_text("unit a 1.0 OK\nunit b 2.6 OK   \n\n")
+    assert docs_examples.compare_recorded(command, live, rewrite=False) == 0
+    live.write_text("unit a 1.0 OK\nunit b 3.1 OK\n")
+    assert docs_examples.compare_recorded(command, live, rewrite=False) == 1
+    said = capsys.readouterr().err
+    assert "-unit b 2.6 OK" in said and "+unit b 3.1 OK" in said and "--write" in said
+    assert docs_examples.compare_recorded(command, live, rewrite=True) == 0
+    assert "$ uv run python benchmarks/x.py --host h\nunit a 1.0 OK\nunit b 3.1 OK\n```\n\nThe why.\n" in guide.read_text()
+    assert docs_examples.compare_recorded("uv run python benchmarks/y.py", live, rewrite=False) == 1
+    # The console block keeps the recorded output: nothing regenerates it here.
+    block = next(docs_examples.blocks(guide))
+    assert docs_examples.console_output(block.text) == (block.text, [])
+    # verify_noop.yml does not run the command: the check says nothing would compare it.
+    assert any("does not run" in f for f in docs_examples.recorded_failures())
