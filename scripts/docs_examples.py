@@ -18,6 +18,8 @@ Run: uv run python scripts/docs_examples.py          (checks; exits 1 naming eac
      uv run python scripts/docs_examples.py --write  (rewrites the console blocks' output)
      uv run python scripts/docs_examples.py --recorded COMMAND OUTPUT_FILE [--write]
                                                      (a sandbox command's recorded output against OUTPUT_FILE)
+     uv run python scripts/docs_examples.py --recorded-commands VERIFY
+                                                     (the RECORDED commands VERIFY runs, as a JSON list)
 """
 
 from __future__ import annotations
@@ -126,8 +128,17 @@ def parse_cli(args: list[str]) -> str | None:
 
 # Commands whose output only a converged sandbox host gives, each with the Molecule verify that runs it there and
 # compares its output with the guide's (--recorded); the check here makes sure that verify still runs it.
+DOOR_CLIENT = "extensions/molecule/default/verify_door_client.yml"
 RECORDED = {
     "uv run python benchmarks/exposure.py --host sparkfleet-molecule": "extensions/molecule/default/verify_exposure.yml",
+    "curl -s --cacert /etc/nginx/sparkfleet/tls/door.crt https://127.0.0.1/v1/models": DOOR_CLIENT,
+    (
+        "curl -s --cacert /etc/nginx/sparkfleet/tls/door.crt https://127.0.0.1/v1/chat/completions"
+        """ -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d '{"model": "sandbox/tiny-llama","""
+        """ "messages": [{"role": "user", "content": "What is 12*17? Answer with the number only."}], "max_tokens": 8,"""
+        """ "temperature": 0}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["choices"][0]["message"]"""
+        """["content"])'"""
+    ): DOOR_CLIENT,
 }
 
 
@@ -378,12 +389,16 @@ def recorded_failures() -> list[str]:
     for command, verify in RECORDED.items():
         if recorded_output(command) is None:
             failures.append(f"RECORDED: no guide shows the output of {command!r}")
-        if command not in (ROOT / verify).read_text() or "--recorded" not in (ROOT / verify).read_text():
+        runs = (ROOT / verify).read_text()
+        if (command not in runs and "--recorded-commands" not in runs) or "--recorded" not in runs:
             failures.append(f"RECORDED: {verify} does not run {command!r} and compare it (--recorded)")
     return failures
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--recorded-commands"] and len(sys.argv) == 3:
+        print(json.dumps([command for command, verify in RECORDED.items() if verify == sys.argv[2]]))
+        return 0
     if sys.argv[1:2] == ["--recorded"] and len(sys.argv) in (4, 5):
         return compare_recorded(sys.argv[2], Path(sys.argv[3]), rewrite=sys.argv[4:] == ["--write"])
     if sys.argv[1:] == ["--write"]:
