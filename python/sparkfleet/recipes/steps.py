@@ -291,6 +291,36 @@ if not said.getvalue().strip():
 """
 
 
+# The current release's bytecode of each file the new release shares with it (one inode: uv links both releases'
+# files to its cache), copied before the smoke step compiles the rest: an upgrade that changes a few packages no
+# longer compiles torch's and vLLM's thousands of modules again (30 s of a fleet host's 40 s smoke test, CPU).
+# Python still checks each file's recorded source mtime and size when it imports it.
+REUSE_BYTECODE = """
+import os, shutil, sys
+old, new = sys.argv[1], sys.argv[2]
+if not os.path.isdir(old) or os.path.realpath(old) == os.path.realpath(new):
+    print(f"{old}: no other release to take bytecode from")
+    sys.exit(0)
+old, kept = os.path.realpath(old), 0
+for top, _, files in os.walk(os.path.join(old, "lib")):
+    if os.path.basename(top) != "__pycache__":
+        continue
+    package = os.path.relpath(os.path.dirname(top), old)
+    for name in files:
+        source = os.path.join(package, name.split(".", 1)[0] + ".py")
+        target = os.path.join(new, package, "__pycache__", name)
+        try:
+            shared = os.path.samefile(os.path.join(old, source), os.path.join(new, source))
+        except OSError:
+            continue
+        if shared and not os.path.lexists(target) and not os.path.islink(os.path.join(new, source)):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(os.path.join(top, name), target)
+            kept += 1
+print(f"took the bytecode of {kept} files {new} shares with {old}")
+"""
+
+
 def _smoke_steps(inputs: InstallInputs, lock: Lock, at: ReleasePaths, expected: str) -> list[Step]:
     """One interpreter imports what the release serves with, runs its `vllm --version` and reports: each import of
     vLLM and torch costs seconds (tens on a loaded host), and the checks need no process of their own to say which
@@ -378,6 +408,14 @@ def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
         fetch = WheelFetch(url=wheel.url, sha256=wheel.sha256, dest=f"{at.inputs_dir}/{wheel.filename}")
         steps += _fork_steps(inputs, lock, at, fetch)
     steps += _fixup_steps(inputs, lock, at)
+    steps.append(
+        Step(
+            name="take the current release's bytecode of the files both share",
+            argv=[at.python, "-c", REUSE_BYTECODE, f"{root}/current", release],
+            why="a file the new release shares with the current one (the same inode: uv links both to its cache; a "
+            "patched file is a new one) compiles to the same bytecode; the smoke step compiles only what changed",
+        )
+    )
     expected = "cpu" if inputs.platform is Platform.CPU else "cuda"
     return Recipe(
         release_id=rid,
