@@ -34,6 +34,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -142,9 +143,10 @@ RECORDED = {
 }
 
 
-def console_output(text: str) -> tuple[str, list[str]]:
+def console_output(text: str, files: dict[str, str] | None = None) -> tuple[str, list[str]]:
     """A console block with each `$ ` command's output regenerated (a RECORDED command's kept), and each command
-    that failed to run."""
+    that failed to run; `files` are the guide's own files (its blocks that open with `# NAME`) a listing reads."""
+    files = files or {}
     lines, failures, regenerating = [], [], False
     for line in text.splitlines():
         if line.startswith("$ "):
@@ -153,16 +155,53 @@ def console_output(text: str) -> tuple[str, list[str]]:
             if not regenerating:
                 continue
             args = cli_words(line[2:])
-            if args is None:
-                failures.append(f"not a sparkfleet command, nor one a sandbox records (RECORDED): {line}")
+            if args is None and listing(line[2:]):
+                status, said = run_listing(line[2:], files)
+            elif args is None:
+                failures.append(f"not a sparkfleet command, a playbook listing nor one a sandbox records: {line}")
                 continue
-            status, said = run_cli(args)
+            else:
+                status, said = run_cli(args)
             lines.extend(said.rstrip().splitlines())
             if status:
                 lines.append(f"(exit {status})")
         elif not regenerating:
             lines.append(line)
     return "\n".join(lines) + "\n", failures
+
+
+def listing(command: str) -> bool:
+    """An ansible-playbook run that only lists (its tags, tasks or hosts): it reads the playbooks, touches no host."""
+    words = shlex.split(command)
+    return words[:1] == ["ansible-playbook"] and bool({"--list-tags", "--list-tasks"} & set(words))
+
+
+def run_listing(command: str, files: dict[str, str]) -> tuple[int, str]:
+    """The listing, run by ansible-playbook in a directory that holds the guide's files, with this checkout as the
+    installed sparkfleet.vllm: its standard output and exit status."""
+    with tempfile.TemporaryDirectory(prefix="docs-example-") as tmp:
+        for name, text in files.items():
+            (Path(tmp) / name).write_text(text)
+        collection = Path(tmp) / "collections" / "ansible_collections" / "sparkfleet" / "vllm"
+        collection.parent.mkdir(parents=True)
+        collection.symlink_to(ROOT)
+        env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(Path(tmp) / "collections"), "ANSIBLE_NOCOLOR": "1"}
+        env.pop("ANSIBLE_CONFIG", None)
+        playbook = Path(sys.executable).parent / "ansible-playbook"
+        done = subprocess.run(
+            [str(playbook), *shlex.split(command)[1:]], cwd=tmp, env=env, capture_output=True, text=True, check=False
+        )
+    return done.returncode, done.stdout
+
+
+def guide_files(doc: Path) -> dict[str, str]:
+    """The files a guide shows whole: its YAML blocks that open with a `# NAME` comment."""
+    found: dict[str, str] = {}
+    for block in blocks(doc) if doc.exists() else ():
+        first = block.text.splitlines()[0] if block.text else ""
+        if block.language == "yaml" and re.fullmatch(r"# [\w.-]+\.ya?ml", first):
+            found[first[2:]] = block.text
+    return found
 
 
 def recorded_output(command: str) -> tuple[Path, str] | None:
@@ -286,9 +325,10 @@ def playbook_failures(command: str, options: dict[str, tuple[str, dict[str, Any]
 def check_block(block: Block, options: dict[str, tuple[str, dict[str, Any]]], counts: Counter[str]) -> list[str]:
     failures: list[str] = []
     if block.language == "console":
-        regenerated, failures = console_output(block.text)
+        regenerated, failures = console_output(block.text, guide_files(block.doc))
         said = [line[2:] for line in block.text.splitlines() if line.startswith("$ ")]
-        counts["CLI commands run, their output compared"] += sum(command not in RECORDED for command in said)
+        counts["CLI commands run, their output compared"] += sum(cli_words(c) is not None for c in said)
+        counts["ansible-playbook listings run, their output compared"] += sum(listing(c) for c in said)
         counts["sandbox commands, their recorded output compared by a Molecule verify"] += sum(c in RECORDED for c in said)
         if regenerated != block.text:
             failures.append("its output is not what the commands print now (scripts/docs_examples.py --write)")
@@ -362,7 +402,7 @@ def write() -> None:
         text = doc.read_text()
         for block in reversed(list(blocks(doc))):
             if block.language == "console":
-                regenerated, failures = console_output(block.text)
+                regenerated, failures = console_output(block.text, guide_files(doc))
                 if failures:
                     raise SystemExit(f"{block.where}: {failures}")
                 text = text.replace(f"```console\n{block.text}```", f"```console\n{regenerated}```", 1)

@@ -24,6 +24,8 @@ def test_every_example_holds_and_every_output_is_current() -> None:
     failures, counts = docs_examples.check()
     assert failures == []
     assert counts["CLI commands run, their output compared"] >= 10
+    assert counts["ansible-playbook listings run, their output compared"] >= 1
+    assert counts["sandbox commands, their recorded output compared by a Molecule verify"] >= 3
     assert counts["YAML blocks validated against the roles' argument specs"] >= 5
     assert counts["ansible-playbook commands parsed and their variables validated"] >= 5
 
@@ -39,6 +41,12 @@ def test_a_broken_example_is_caught() -> None:
     stale = docs_examples.Block(ROOT / "x.md", 1, "console", "$ sparkfleet catalog\nan old table\n")
     assert any(
         "not what the commands print now" in f for f in docs_examples.check_block(stale, options, docs_examples.Counter())
+    )
+    listing = docs_examples.Block(
+        ROOT / "x.md", 1, "console", "$ ansible-playbook sparkfleet.vllm.site --list-tags\nno tags\n"
+    )
+    assert any(
+        "not what the commands print now" in f for f in docs_examples.check_block(listing, options, docs_examples.Counter())
     )
     refused = docs_examples.Block(ROOT / "x.md", 1, "bash", "uv run sparkfleet plan --context many x\n")
     assert any("exit 2" in f for f in docs_examples.check_block(refused, options, docs_examples.Counter()))
