@@ -86,6 +86,17 @@ def main() -> None:
         f"  leave-one-model-out error of the ratio (multi-node, apart from the single-node kinds above): "
         f"{multinode.leave_one_model_out_error():.1%}"
     )
+    print(
+        f"\npipeline stages, checked not fitted ({multinode.PIPELINE_SOURCE}; the catalog's "
+        f"{multinode.PIPELINE_STAND_IN} stands in for Qwen3.8-27B):"
+    )
+    for row in multinode.PIPELINE_ROWS:
+        predicted = multinode.predicted_pipeline_ratio(row)
+        print(
+            f"  {row.nodes} stages c{row.concurrency:<3} measured {row.ratio:.3f}x  predicted {predicted:.2f}x  "
+            f"{abs(predicted / row.ratio - 1):5.1%}"
+        )
+    print(f"  mean error, added to a pipeline plan's bands: {multinode.pipeline_error():.1%}")
 
 
 if __name__ == "__main__":

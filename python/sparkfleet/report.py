@@ -93,9 +93,18 @@ def _speed_lines(plan: ServePlan) -> list[str]:
             ", ".join(f"{p.concurrency}: {p.aggregate_tps:,.0f} ({p.per_user_tps:,.1f} each)" for p in s.curve),
         )
     )
-    where = "a Spark" if plan.nodes == 1 else f"{plan.nodes} Sparks in tensor parallel"
+    where = "a Spark" if plan.nodes == 1 else f"{plan.nodes} Sparks ({_split(plan)})"
     header = f"  speed on {where} (predicted; each range is the calibration's leave-one-model-out error)"
     return ["", header] + [f"    {label:<36}{value}" for label, value in rows]
+
+
+def _split(plan: ServePlan) -> str:
+    """How a multi-node plan spreads over its Sparks, from its own parallel flags."""
+    sizes = {flag.name: flag.values[0] for flag in plan.flags if flag.values}
+    tp, pp = sizes.get("--tensor-parallel-size", "1"), sizes.get("--pipeline-parallel-size", "1")
+    parts = [f"tensor parallel {tp}"] if tp != "1" else []
+    parts += [f"{pp} pipeline stages"] if pp != "1" else []
+    return ", ".join(parts) or "one GPU a Spark"
 
 
 def _argv_lines(plan: ServePlan) -> list[str]:

@@ -145,16 +145,6 @@ def test_packed_fp4_counts_two_weights_a_byte_and_its_scales_none() -> None:
     assert reads.total_params == 16 * 8 + 8 * 4 * 2
 
 
-def test_pipeline_stages_across_sparks_say_why_no_speed_is_predicted(tmp_path: Path) -> None:
-    config = json.loads(QWEN3_MOE.read_text())
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    stage_sparse(tmp_path, qwen3_moe_tensors(config), shards=4)
-    intent = Intent(max_context=32768, concurrency=4, nodes=2, pipeline_parallel_size=2, cluster_backend="ray")
-    result = plan(spark(), profile_from_dir(tmp_path), intent, model_ref=str(tmp_path))
-    assert result.speed is None
-    assert any(w.startswith("no speed predicted") and "pipeline stages" in w for w in result.warnings)
-
-
 def test_sparse_staging_really_is_sparse(tmp_path: Path) -> None:
     """The fixture above must not write 61 GB: its files' blocks are the headers'."""
     config = json.loads(QWEN3_MOE.read_text())

@@ -129,7 +129,7 @@ class ServePlan(Strict):
     start_budget_s: int = 0
     # The max_tokens each request should give at least (a reasoning model's trace spends it first); None: no floor.
     min_max_tokens: int | None = None
-    # Its speed on its Sparks (sparkfleet.planning.speedplan); None off GB10, with pipeline stages across Sparks, or
+    # Its speed on its Sparks (sparkfleet.planning.speedplan); None off GB10, in a layout not one GPU a Spark, or
     # without what a step reads (the plan's warnings say which).
     speed: SpeedPrediction | None = None
 

@@ -58,7 +58,7 @@ def predicted_ratio(row: Scaling, factors: speed.Factors) -> float:
 
     def tps(ranks: int) -> float:
         return speed.aggregate_tps(
-            facts, factors, concurrency=row.concurrency, context=CONTEXT, eager=row.eager, ranks=ranks
+            facts, factors, concurrency=row.concurrency, context=CONTEXT, eager=row.eager, layout=speed.Layout(ranks=ranks)
         )
 
     return tps(row.nodes) / tps(1)
@@ -91,3 +91,50 @@ def leave_one_model_out_error() -> float:
     models = sorted({r.model for r in ROWS})
     errors = [_error(tuple(r for r in ROWS if r.model == m), fit(tuple(r for r in ROWS if r.model != m))) for m in models]
     return sum(errors) / len(errors)
+
+
+# No published vLLM pipeline-parallel figure on Sparks was found; llama.cpp's layer split over two Sparks with two
+# batches in flight (its pipeline groups, as vLLM keeps pipeline_parallel_size batches) against one Spark is the
+# nearest: Qwen3.8-27B UD-Q4_K_XL at 32, 64 and 128 streams, 128 prompt and 256 generated tokens, "1.12x to 1.13x of a
+# single Spark". Checked on the catalog's nearest layout (a dense 27B Qwen), not fitted: its error widens the bands.
+PIPELINE_SOURCE = (
+    "unslothai/unsloth PR #10323 and unslothai/llama.cpp PR #187 (two Sparks, -sm layer with --pipeline-groups 2 against "
+    "one Spark: 1.12-1.13x at 32-128 streams)"
+)
+PIPELINE_STAND_IN = "unsloth/Qwen3.6-27B-NVFP4"
+PIPELINE_ROWS = tuple(
+    Scaling(PIPELINE_STAND_IN, 2, concurrency, 1.0, 1.125, False, PIPELINE_SOURCE) for concurrency in (32, 64, 128)
+)
+PIPELINE_CONTEXT = 128 + 128
+
+
+def predicted_pipeline_ratio(row: Scaling) -> float:
+    facts = speed.step_facts(get_profile(row.model), kv_dtype_bytes("auto"))
+    assert facts is not None, row.model
+
+    def tps(layout: speed.Layout, factors: speed.Factors) -> float:
+        return speed.aggregate_tps(
+            facts, factors, concurrency=row.concurrency, context=PIPELINE_CONTEXT, eager=row.eager, layout=layout
+        )
+
+    return tps(speed.Layout(stages=row.nodes), factors()) / tps(speed.SOLO, calibration.factors())
+
+
+@cache
+def pipeline_error() -> float:
+    """The mean error of the predicted pipeline ratio against the published layer-split figures."""
+    return sum(speed.log_error(predicted_pipeline_ratio(r), r.ratio) for r in PIPELINE_ROWS) / len(PIPELINE_ROWS)
+
+
+EXTRA_ERROR_SOURCE = (
+    "the link fit's leave-one-model-out error; for pipeline stages also the error against llama.cpp's published "
+    "layer-split ratios, no vLLM pipeline figure on Sparks being published"
+)
+
+
+def extra_error(layout: speed.Layout) -> float:
+    """How much wider a multi-node prediction's bands are than one Spark's: the link fit's leave-one-model-out error,
+    and for pipeline stages the pipeline check's error too."""
+    if layout == speed.SOLO:
+        return 0.0
+    return leave_one_model_out_error() + (pipeline_error() if layout.stages > 1 else 0.0)

@@ -141,7 +141,7 @@ class StepFacts:
         width = min(max(dense_bytes / params, self.expert_bytes_per_param), DENSE_BYTES_PER_PARAM_MAX)
         return params * width
 
-    def weight_bytes_read(self, tokens: int) -> float:
+    def weight_bytes_read(self, tokens: float) -> float:
         """Weight bytes a step of `tokens` tokens reads: the head, the dense rest, and each expert any token routes to."""
         p = self.parameters
         read = self.head_bytes + self.dense_bytes
@@ -197,45 +197,100 @@ def _facts(profile: ModelProfile, parameters: Parameters, kv: tuple[int, int, in
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """How a step spreads over Sparks, one GPU each: `ranks` in tensor parallel within each of `stages` pipeline
+    stages, and the ranks that split a sequence's KV (the tensor-parallel ranks, but MLA's latent is whole on each of
+    them unless decode context parallel splits it)."""
+
+    ranks: int = 1
+    stages: int = 1
+    kv_ranks: int = 1
+
+
+SOLO = Layout()
+
+
+def expert_share(facts: StepFacts, tokens: float, ranks: int) -> float:
+    """Routed experts the busiest of `ranks` expert-parallel ranks reads for a step of `tokens` tokens: each holds
+    experts / ranks whole experts, each touched with the uniform-routing chance, and the step waits for the rank that
+    touched most (the expected maximum of `ranks` binomial counts); the touched count itself on one rank."""
+    p = facts.parameters
+    if p.experts is None or p.experts_per_token is None:
+        return 0.0
+    touched = 1.0 - float((1 - p.experts_per_token / p.experts) ** tokens)
+    held = p.experts // ranks
+    if ranks == 1:
+        return p.experts * touched
+    expected, cdf = 0.0, 0.0
+    for count in range(held):
+        cdf += math.comb(held, count) * touched**count * (1 - touched) ** (held - count)
+        expected += 1 - min(cdf, 1.0) ** ranks
+    return expected
+
+
 def step_seconds(
     facts: StepFacts,
     factors: Factors,
     *,
-    sequences: int,
+    sequences: float,
     context: int,
     eager: bool,
     tokens_per_sequence: int = 1,
-    ranks: int = 1,
+    layout: Layout = SOLO,
 ) -> float:
-    """One decode step over `sequences` streams, each verifying `tokens_per_sequence` tokens at `context`, on `ranks`
-    Sparks in tensor parallel (an MoE's experts spread over them, as the planner's --enable-expert-parallel does):
-    each reads and computes its share, then two all-reduces a layer (after attention, after the MLP) cross the link."""
+    """One decode step of one pipeline stage over `sequences` streams, each verifying `tokens_per_sequence` tokens at
+    `context`: its ranks each read and compute their share of the stage's layers (an MoE's experts whole on each rank,
+    as the planner's --enable-expert-parallel puts them, so the busiest rank sets the pace), then two all-reduces a
+    layer (after attention, after the MLP) cross the link. vLLM's expert parallel over tensor-parallel ranks moves no
+    all-to-all: with one data-parallel rank the MoE's output is all-reduced like a dense layer's (vLLM 0.32
+    model_executor/layers/fused_moe/config.py use_all2all_kernels needs dp_size > 1)."""
     tokens = sequences * tokens_per_sequence
-    weights = facts.weight_bytes_read(tokens) / ranks
-    cache = sequences * facts.cache_bytes_read(context) / (1 if facts.kv_replicated else ranks)
-    read = (weights + cache) / (GB10_BANDWIDTH * factors.bandwidth_efficiency)
-    compute = tokens * 2 * facts.parameters.active_b * 1e9 / factors.flops / ranks
-    fixed = factors.step_s + (factors.eager_s_per_layer * facts.layers if eager else 0.0)
-    link = 2 * facts.layers * allreduce_seconds(tokens * facts.hidden * 2, factors.allreduce_start_s) if ranks > 1 else 0
+    ranks, stages = layout.ranks, layout.stages
+    experts = expert_share(facts, tokens, ranks) * facts.expert_bytes
+    weights = (facts.weight_bytes_read(tokens) - expert_share(facts, tokens, 1) * facts.expert_bytes) / ranks + experts
+    cache = sequences * facts.cache_bytes_read(context) / (layout.kv_ranks if facts.kv_replicated else ranks)
+    read = (weights + cache) / stages / (GB10_BANDWIDTH * factors.bandwidth_efficiency)
+    compute = tokens * 2 * facts.parameters.active_b * 1e9 / factors.flops / ranks / stages
+    fixed = factors.step_s + (factors.eager_s_per_layer * facts.layers / stages if eager else 0.0)
+    link = 0.0
+    if ranks > 1:
+        link = 2 * facts.layers / stages * allreduce_seconds(tokens * facts.hidden * 2, factors.allreduce_start_s)
     return fixed + read + compute + link
 
 
-def decode_tps(facts: StepFacts, factors: Factors, *, context: int, eager: bool, ranks: int = 1) -> float:
-    return 1 / step_seconds(facts, factors, sequences=1, context=context, eager=eager, ranks=ranks)
+def hop_seconds(facts: StepFacts, factors: Factors, tokens: float) -> float:
+    """One pipeline stage handing its tokens' hidden state and residual (BF16) to the next over the link."""
+    return allreduce_seconds(tokens * facts.hidden * 2 * 2, factors.allreduce_start_s)
 
 
 def aggregate_tps(
-    facts: StepFacts, factors: Factors, *, concurrency: int, context: int, eager: bool, ranks: int = 1
+    facts: StepFacts, factors: Factors, *, concurrency: int, context: int, eager: bool, layout: Layout = SOLO
 ) -> float:
-    return concurrency / step_seconds(facts, factors, sequences=concurrency, context=context, eager=eager, ranks=ranks)
+    """Tokens a second over `concurrency` streams. Across pipeline stages vLLM keeps as many batches in flight as
+    there are stages (max_concurrent_batches = pipeline_parallel_size): each stage works on one while the others
+    work on the rest, and every batch passes every stage and link hop once a token; with fewer streams than stages
+    the stages idle in turn (the bubble)."""
+    batches = min(layout.stages, concurrency)
+    per_batch = concurrency / batches
+    stage = step_seconds(facts, factors, sequences=per_batch, context=context, eager=eager, layout=layout)
+    hop = hop_seconds(facts, factors, per_batch) if layout.stages > 1 else 0.0
+    return concurrency / (layout.stages * (stage + hop))
 
 
-def ttft_seconds(facts: StepFacts, factors: Factors, prompt_tokens: int, ranks: int = 1) -> float:
-    return factors.prefill_start_s + prompt_tokens * 2 * facts.parameters.active_b * 1e9 / factors.flops / ranks
+def decode_tps(facts: StepFacts, factors: Factors, *, context: int, eager: bool, layout: Layout = SOLO) -> float:
+    return aggregate_tps(facts, factors, concurrency=1, context=context, eager=eager, layout=layout)
 
 
-def prefill_tps(facts: StepFacts, factors: Factors, prompt_tokens: int, ranks: int = 1) -> float:
-    return prompt_tokens / ttft_seconds(facts, factors, prompt_tokens, ranks)
+def ttft_seconds(facts: StepFacts, factors: Factors, prompt_tokens: int, layout: Layout = SOLO) -> float:
+    """A prompt's prefill: compute-bound, split over the tensor-parallel ranks; pipeline stages run it in turn."""
+    compute = prompt_tokens * 2 * facts.parameters.active_b * 1e9 / factors.flops / layout.ranks
+    hops = (layout.stages - 1) * hop_seconds(facts, factors, prompt_tokens)
+    return factors.prefill_start_s + compute + hops
+
+
+def prefill_tps(facts: StepFacts, factors: Factors, prompt_tokens: int, layout: Layout = SOLO) -> float:
+    return prompt_tokens / ttft_seconds(facts, factors, prompt_tokens, layout)
 
 
 def tokens_per_step(acceptance: float, drafts: int) -> float:

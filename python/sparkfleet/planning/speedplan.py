@@ -36,11 +36,11 @@ def silence(profile: ModelProfile, platform: Platform, intent: Intent, runner: s
     """Why a GB10 plan of a generating model predicts no speed, naming the figure it lacks; nothing where it predicts."""
     if platform is not Platform.GB10 or runner != "generate":
         return []
-    nodes, ranks = intent.nodes, modelled_ranks(intent)
-    if ranks is None:
+    if modelled_layout(intent) is None:
         return [
-            f"no speed predicted: across {nodes} Sparks the speed model holds tensor parallel, one rank a Spark, not "
-            "pipeline stages"
+            f"no speed predicted: across {intent.nodes} Sparks the speed model holds one GPU a Spark, tensor parallel "
+            f"times pipeline stages equal to the Sparks ({intent.tensor_parallel_size} x "
+            f"{intent.pipeline_parallel_size} is not {intent.nodes})"
         ]
     if profile.decode_reads is None and profile.parameters is None:
         lacking = profile.decode_reads_gap or "no safetensors headers were read and the profile has no parameter counts"
@@ -82,34 +82,35 @@ def predict(
     speculative_tokens: int,
     runner: str,
 ) -> SpeedPrediction | None:
-    ranks = modelled_ranks(intent)
-    facts = facts_for(profile, platform, 1, kv_cache_dtype) if ranks else None
-    if facts is None or ranks is None or runner != "generate":
+    layout = modelled_layout(intent)
+    facts = facts_for(profile, platform, 1, kv_cache_dtype) if layout else None
+    if facts is None or layout is None or runner != "generate":
         return None
-    factors = multinode.factors() if ranks > 1 else calibration.factors()
-    extra = multinode.leave_one_model_out_error() if ranks > 1 else 0.0
+    factors = multinode.factors() if intent.nodes > 1 else calibration.factors()
+    extra = multinode.extra_error(layout)
     context = min(CONTEXT_TOKENS, max_model_len)
     curve = [
         ConcurrencyPoint(
             concurrency=n,
             aggregate_tps=round(
-                total := speed.aggregate_tps(facts, factors, concurrency=n, context=context, eager=eager, ranks=ranks), 1
+                total := speed.aggregate_tps(facts, factors, concurrency=n, context=context, eager=eager, layout=layout),
+                1,
             ),
             per_user_tps=round(total / n, 1),
         )
         for n in sorted({*(c for c in CURVE if c < max_num_seqs), max_num_seqs})
     ]
     spec, spec_basis = _speculative(facts, profile, intent, speculative_tokens, eager)
-    if ranks > 1 and spec is not None:
+    if intent.nodes > 1 and spec is not None:
         spec, spec_basis = None, "speculation across Sparks: no published figure to check it against"
     prompts = sorted({p for p in TTFT_PROMPTS if p <= max_model_len} | {min(TTFT_PROMPTS[0], max_model_len)})
-    ttft = [TtftPoint(prompt_tokens=p, ttft_s=round(speed.ttft_seconds(facts, factors, p, ranks), 3)) for p in prompts]
+    ttft = [TtftPoint(prompt_tokens=p, ttft_s=round(speed.ttft_seconds(facts, factors, p, layout), 3)) for p in prompts]
     return SpeedPrediction(
-        decode=_band(speed.decode_tps(facts, factors, context=context, eager=eager, ranks=ranks), "decode", extra),
+        decode=_band(speed.decode_tps(facts, factors, context=context, eager=eager, layout=layout), "decode", extra),
         aggregate=_band(curve[-1].aggregate_tps, "aggregate", extra),
         concurrency=max_num_seqs,
         curve=curve,
-        prefill=_band(speed.prefill_tps(facts, factors, prompts[-1], ranks), "prefill", extra),
+        prefill=_band(speed.prefill_tps(facts, factors, prompts[-1], layout), "prefill", extra),
         ttft=ttft,
         context_tokens=context,
         speculative=spec,
@@ -127,31 +128,46 @@ def predict(
             f"prefill {factors.flops / 1e12:.0f} TFLOP/s effective at 2 FLOPs per active parameter per prompt token",
             "bands: the calibration's mean leave-one-model-out error per kind "
             + ", ".join(f"{kind} {error:.0%}" for kind, error in calibration.error_by_kind().items()),
-            *_across(ranks, factors, extra),
+            *_across(layout, factors, extra),
         ],
     )
 
 
-def modelled_ranks(intent: Intent) -> int | None:
-    """The Sparks a step spreads over in tensor parallel (one GPU each); None for a layout the model does not hold
-    (pipeline stages across Sparks, or more ranks than Sparks)."""
+def modelled_layout(intent: Intent) -> speed.Layout | None:
+    """How a step spreads over the plan's Sparks, one GPU each; None where tensor parallel times pipeline stages is
+    not the number of Sparks (a layout the speed model does not hold)."""
     if intent.nodes == 1:
-        return 1
-    if intent.pipeline_parallel_size == 1 and intent.tensor_parallel_size == intent.nodes:
-        return intent.nodes
-    return None
+        return speed.SOLO
+    if intent.tensor_parallel_size * intent.pipeline_parallel_size != intent.nodes:
+        return None
+    return speed.Layout(
+        ranks=intent.tensor_parallel_size,
+        stages=intent.pipeline_parallel_size,
+        kv_ranks=intent.decode_context_parallel_size,
+    )
 
 
-def _across(ranks: int, factors: speed.Factors, extra: float) -> list[str]:
-    if ranks == 1:
+def _across(layout: speed.Layout, factors: speed.Factors, extra: float) -> list[str]:
+    if layout == speed.SOLO:
         return []
-    return [
-        f"{ranks} Sparks in tensor parallel: each reads and computes its share, then two all-reduces a layer cross "
-        f"the link at {factors.allreduce_start_s * 1e6:.0f} us each plus their bytes at "
-        f"{speed.ALLREDUCE_BYTES_PER_S / 1e9:.2f} GB/s ({speed.LINK_SOURCE}; the start fitted to published one- and "
-        f"two-Spark ratios, sparkfleet.planning.multinode); bands widened by that fit's leave-one-model-out "
-        f"error, {extra:.0%}; prefill's compute divided over the ranks, its link traffic not counted (no figure)"
+    said = [
+        f"{layout.ranks * layout.stages} Sparks: each collective over the link starts at "
+        f"{factors.allreduce_start_s * 1e6:.0f} us plus its bytes at {speed.ALLREDUCE_BYTES_PER_S / 1e9:.2f} GB/s "
+        f"({speed.LINK_SOURCE}; the start fitted to published one- and two-Spark ratios, "
+        f"sparkfleet.planning.multinode); bands widened by {extra:.0%} ({multinode.EXTRA_ERROR_SOURCE})"
     ]
+    if layout.ranks > 1:
+        said.append(
+            f"tensor parallel over {layout.ranks}: each rank reads and computes its share, then two all-reduces a layer; "
+            "an MoE's experts whole on each rank (expert parallel), the step waiting for the rank its tokens touched "
+            "most; prefill's compute divided over the ranks, its link traffic not counted (no figure)"
+        )
+    if layout.stages > 1:
+        said.append(
+            f"{layout.stages} pipeline stages: each reads its layers, {layout.stages} batches in flight as vLLM keeps "
+            "them, every token crossing each stage and link hop in turn (fewer streams than stages leave stages idle)"
+        )
+    return said
 
 
 def catalog_decode(profile: ModelProfile) -> Band | None:

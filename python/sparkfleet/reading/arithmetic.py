@@ -1,6 +1,7 @@
 """Parameter counts from a config alone, for a checkpoint whose safetensors headers were not read (a directory with
-only its config.json and a size given by --weights-gib): the attention and MLP arithmetic of decoder-only layouts,
-standard and MLA attention, dense and MoE MLPs with shared experts. Pure; a layout it cannot count is named."""
+only its config.json and a size given by --weights-gib): the mixer and MLP arithmetic of decoder-only layouts
+(standard, gated and MLA attention with sparse indexers, Gated-DeltaNet and KDA linear attention; dense and MoE MLPs
+with shared experts). Pure; a layout it cannot count is named."""
 
 from __future__ import annotations
 
@@ -9,12 +10,27 @@ from typing import Any
 from ..errors import PlanError
 from ..models import ModelProfile
 from ..models.speed import DecodeReads, Parameters
+from . import mixers
 from .config import EXPERTS_KEYS, LAYERS_KEYS, TOP_K_KEYS, text_config
+from .indexers import indexer_layer_count
+from .states import layer_kinds, state_layers
 
 # How a profile's parameters read when no header was: its speed prediction says so.
 CONFIG_ARITHMETIC = "config arithmetic"
-# Layer kinds whose weights this arithmetic does not count (their shapes live in per-family code).
-COUNTED_KINDS = frozenset({"attention", "full_attention", "sliding_attention", "global", "local", "sliding"})
+# The layer_types this arithmetic counts; any other kind is named, not guessed (its shapes live in per-family code).
+COUNTED_KINDS = frozenset(
+    {
+        "attention",
+        "full_attention",
+        "sliding_attention",
+        "global",
+        "local",
+        "sliding",
+        "linear_attention",
+        "indexed_attention",
+        "deepseek_sparse_attention",
+    }
+)
 
 
 def _int(text: dict[str, Any], *keys: str) -> int:
@@ -25,28 +41,42 @@ def _int(text: dict[str, Any], *keys: str) -> int:
     return 0
 
 
-def _attention(text: dict[str, Any], hidden: int, heads: int) -> int:
-    """Weights of one attention layer's projections."""
-    rank = _int(text, "kv_lora_rank")
-    if rank:
-        nope, rope, value = (_int(text, k) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
-        q_rank = _int(text, "q_lora_rank")
-        query = hidden * q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
-        return query + hidden * (rank + rope) + rank * heads * (nope + value) + heads * value * hidden
-    kv_heads = _int(text, "num_key_value_heads", "num_kv_heads") or heads
-    head_dim = _int(text, "head_dim") or hidden // heads
-    return 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
-
-
 def _uncounted_kinds(text: dict[str, Any]) -> set[str]:
     kinds = text.get("layer_types") or text.get("layers_block_type") or ()
     pattern = text.get("hybrid_override_pattern")
     found = {str(kind) for kind in kinds} - COUNTED_KINDS
     if isinstance(pattern, str) and set(pattern) - {"*", "-"}:
         found.add(f"hybrid_override_pattern {pattern[:12]}...")
-    if text.get("linear_num_value_heads") or text.get("ssm_cfg") or text.get("mamba_d_state"):
-        found.add("linear attention / state-space")
+    if text.get("ssm_cfg") or text.get("mamba_d_state"):
+        found.add("state-space")
+    if text.get("ple_layer_ids"):
+        found.add("n-gram (ple_layer_ids)")
+    if text.get("o_groups") or text.get("compress_ratios"):
+        # DeepSeek-V4: one KV head, a grouped low-rank output and per-layer compressors (transformers builds it at
+        # 284.3B / 13.8B active where the MLA arithmetic would say 291.3B / 20.8B).
+        found.add("compressed attention (DeepSeek-V4)")
+    if text.get("indexer_n_heads"):
+        found.add("QSA indexer (indexer_n_heads)")
     return found
+
+
+def _mixers(text: dict[str, Any], hidden: int, heads: int, layers: int, source: str) -> int:
+    """Every decoder layer's token mixer: attention with its indexer where it builds one, or a linear-attention
+    layer whose state the config gives, and the hyper-connections around it (sparkfleet.reading.mixers)."""
+    kinds = layer_kinds(text, layers, source)
+    attending = sum(1 for kind in kinds if kind != "state")
+    indexed = indexer_layer_count(text, layers)
+    total = attending * mixers.attention(text, hidden, heads) + layers * mixers.hyper_connections(text, hidden)
+    total += (attending if indexed is None else indexed) * mixers.indexer(text, hidden)
+    stateful = len(kinds) - attending
+    if stateful:
+        state = state_layers(text, stateful, hidden, source)
+        assert state is not None
+        try:
+            total += stateful * mixers.state_mixer(state, text, hidden)
+        except KeyError as exc:
+            raise PlanError("model", f"{source}: config arithmetic does not count {exc.args[0]}") from exc
+    return total
 
 
 def parameters_from_config(config: dict[str, Any], source: str) -> Parameters:
@@ -74,7 +104,7 @@ def parameters_from_config(config: dict[str, Any], source: str) -> Parameters:
     expert = 3 * hidden * expert_width
     shared = _int(text, "n_shared_experts") * expert + 3 * hidden * _int(text, "shared_expert_intermediate_size")
     tied = bool(text.get("tie_word_embeddings", False))
-    total = vocab * hidden * (1 if tied else 2) + layers * _attention(text, hidden, heads)
+    total = vocab * hidden * (1 if tied else 2) + _mixers(text, hidden, heads, layers, source)
     total += (layers - moe_layers) * 3 * hidden * dense_width
     total += moe_layers * (experts * expert + shared + experts * hidden)
     idle = moe_layers * (experts - top_k) * expert
