@@ -14,6 +14,7 @@ from sparkfleet.catalog import load_catalog
 from sparkfleet.errors import PlanError
 from sparkfleet.localmodel import profile_from_dir
 from sparkfleet.models import Intent
+from sparkfleet.planning import speed
 from sparkfleet.planning.planner import plan
 from sparkfleet.reading.arithmetic import parameters_from_config
 from sparkfleet.reading.config import text_config
@@ -67,11 +68,29 @@ def test_config_arithmetic_counts_as_the_card_does(model: str) -> None:
     assert counted.active_b - ends == pytest.approx(active, rel=0.03)
 
 
+def test_deepseek_v4s_compressed_attention_counts_as_its_card() -> None:
+    """ "284B total parameters" (DeepSeek-V4-Flash's card): one KV head, a grouped low-rank output, compressors and
+    ratio-4 indexers per layer (the MLA arithmetic would have said 291.3B)."""
+    counted = parameters_from_config(config("deepseek-ai--DeepSeek-V4-Flash-Base"), "v4-flash")
+    assert counted.total_b == pytest.approx(284, abs=0.5)
+    assert (counted.experts, counted.experts_per_token) == (256, 6)
+
+
+def test_experts_are_never_read_wider_than_the_checkpoint_holds_them(tmp_path: Path) -> None:
+    """The V4-Flash config names no quantization (BF16 by default), but its checkpoint (lil testdata's index:
+    166,878,536,440 bytes) holds 284B weights at 0.59 bytes each: its experts are read at that width, not BF16's."""
+    (tmp_path / "config.json").write_text(json.dumps(config("deepseek-ai--DeepSeek-V4-Flash-Base")))
+    profile = profile_from_dir(tmp_path, weights_known=True).model_copy(update={"weights_gib": 166_878_536_440 / 2**30})
+    parameters = profile.parameters
+    assert parameters is not None
+    assert speed.expert_width(profile, parameters) == pytest.approx(166_878_536_440 / (parameters.total_b * 1e9))
+    assert speed.expert_width(profile.model_copy(update={"weights_gib": 530.0}), parameters) == 2.0
+
+
 @pytest.mark.parametrize(
     ("name", "lacking"),
     [
         ("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "hybrid_override_pattern"),
-        ("deepseek-ai--DeepSeek-V4-Flash-Base", r"compressed attention \(DeepSeek-V4\)"),
         ("Qwen--Qwen3.8-Flash-Next", r"QSA indexer \(indexer_n_heads\), n-gram \(ple_layer_ids\)"),
     ],
 )

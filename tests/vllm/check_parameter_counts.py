@@ -31,7 +31,8 @@ from sparkfleet.reading.config import EXPERTS_KEYS, TOP_K_KEYS, text_config
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 PUBLISHED = json.loads((CONFIGS.parent / "published_config_fields.json").read_text())
 # Each layout the arithmetic counts, by a published config: dense, MoE, MLA, sliding, gated attention with
-# Gated-DeltaNet, KDA with sparse MLA and its indexer, and DeepSeek-style sparse attention on a subset of layers.
+# Gated-DeltaNet, KDA with sparse MLA and its indexer, DeepSeek-style sparse attention on a subset of layers, and
+# DeepSeek-V4's compressed attention.
 MODELS = (
     "meta-llama--Llama-3.1-8B-Instruct",
     "Qwen--Qwen3-30B-A3B",
@@ -42,6 +43,7 @@ MODELS = (
     "Qwen--Qwen3.6-35B-A3B",
     "zai-org--GLM-5.3-NVFP4",
     "zai-org--GLM-5.3-Flash-NVFP4",
+    "deepseek-ai--DeepSeek-V4-Flash-Base",
 )
 TOLERANCE = 0.0005
 # Fields transformers reads as extra layers that a text decode step never runs (both counts leave MTP out).

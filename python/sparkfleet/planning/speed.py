@@ -179,13 +179,21 @@ def step_facts(profile: ModelProfile, kv_dtype_bytes: int, sparse_record: int | 
     return _facts(profile, parameters, window)
 
 
+def expert_width(profile: ModelProfile, parameters: Parameters) -> float:
+    """Bytes per routed-expert weight: the checkpoint format's, unless the checkpoint is far smaller than that format
+    allows (a config that names no quantization over FP4 experts, as DeepSeek-V4-Flash's): then its own average."""
+    named = EXPERT_BYTES_PER_PARAM[profile.checkpoint_format]
+    average = profile.weights_gib * GIB / (parameters.total_b * 1e9)
+    return average if average < 0.9 * named else named
+
+
 def _facts(profile: ModelProfile, parameters: Parameters, kv: tuple[int, int, int]) -> StepFacts:
     """`kv`: the bytes a token of the whole context costs a step, those of a window's token, and the window."""
     return StepFacts(
         weights_bytes=profile.weights_gib * GIB,
         parameters=parameters,
         reads=profile.decode_reads,
-        expert_bytes_per_param=EXPERT_BYTES_PER_PARAM[profile.checkpoint_format],
+        expert_bytes_per_param=expert_width(profile, parameters),
         vocab=profile.vocab_size,
         hidden=profile.hidden_size,
         layers=profile.num_layers,

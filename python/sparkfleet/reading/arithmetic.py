@@ -11,7 +11,7 @@ from ..errors import PlanError
 from ..models import ModelProfile
 from ..models.speed import DecodeReads, Parameters
 from . import mixers
-from .config import EXPERTS_KEYS, LAYERS_KEYS, TOP_K_KEYS, text_config
+from .config import EXPERTS_KEYS, LAYERS_KEYS, TOP_K_KEYS, compress_schedule, text_config
 from .indexers import indexer_layer_count
 from .states import layer_kinds, state_layers
 
@@ -51,10 +51,6 @@ def _uncounted_kinds(text: dict[str, Any]) -> set[str]:
         found.add("state-space")
     if text.get("ple_layer_ids"):
         found.add("n-gram (ple_layer_ids)")
-    if text.get("o_groups") or text.get("compress_ratios"):
-        # DeepSeek-V4: one KV head, a grouped low-rank output and per-layer compressors (transformers builds it at
-        # 284.3B / 13.8B active where the MLA arithmetic would say 291.3B / 20.8B).
-        found.add("compressed attention (DeepSeek-V4)")
     if text.get("indexer_n_heads"):
         found.add("QSA indexer (indexer_n_heads)")
     return found
@@ -63,10 +59,16 @@ def _uncounted_kinds(text: dict[str, Any]) -> set[str]:
 def _mixers(text: dict[str, Any], hidden: int, heads: int, layers: int, source: str) -> int:
     """Every decoder layer's token mixer: attention with its indexer where it builds one, or a linear-attention
     layer whose state the config gives, and the hyper-connections around it (sparkfleet.reading.mixers)."""
+    connections = layers * mixers.hyper_connections(text, hidden)
+    if text.get("o_groups"):
+        # DeepSeek-V4's layers, each by its compress ratio (the MLA arithmetic would say 291.3B / 20.8B active for
+        # V4-Flash, where transformers builds 284.3B / 13.8B).
+        schedule = compress_schedule(text, layers, source)
+        return sum(mixers.compressed_attention(text, hidden, ratio) for ratio in schedule) + connections
     kinds = layer_kinds(text, layers, source)
     attending = sum(1 for kind in kinds if kind != "state")
     indexed = indexer_layer_count(text, layers)
-    total = attending * mixers.attention(text, hidden, heads) + layers * mixers.hyper_connections(text, hidden)
+    total = attending * mixers.attention(text, hidden, heads) + connections
     total += (attending if indexed is None else indexed) * mixers.indexer(text, hidden)
     stateful = len(kinds) - attending
     if stateful:
@@ -87,7 +89,7 @@ def parameters_from_config(config: dict[str, Any], source: str) -> Parameters:
     heads, vocab = _int(text, "num_attention_heads", "n_heads"), _int(text, "vocab_size")
     if not (hidden and layers and heads and vocab):
         raise PlanError("model", f"{source}: config arithmetic needs hidden_size, num_hidden_layers, heads and vocab_size")
-    uncounted = _uncounted_kinds(text)
+    uncounted = set() if text.get("o_groups") else _uncounted_kinds(text)
     if uncounted:
         raise PlanError("model", f"{source}: config arithmetic does not count {', '.join(sorted(uncounted))} layers")
     experts, top_k = _int(text, *EXPERTS_KEYS), _int(text, *TOP_K_KEYS)

@@ -139,7 +139,9 @@ def _mla(text: dict[str, Any]) -> MlaShape | None:
 DSV4_COMPRESS_RATES = {"sliding_attention": 0, "compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
 
 
-def _dsv4_schedule(text: dict[str, Any], layers: int, source: str) -> list[int]:
+def compress_schedule(text: dict[str, Any], layers: int, source: str) -> list[int]:
+    """DeepSeek-V4's compress ratio per main layer (0 window only, 4, 128): layer_types as vLLM 0.33 reads them, else
+    compress_ratios as 0.32 does; both agreeing where both are given."""
     legacy = text.get("compress_ratios")
     from_legacy = [int(r) for r in legacy[:layers]] if isinstance(legacy, list) and len(legacy) >= layers else None
     kinds = text.get("layer_types")
@@ -172,7 +174,7 @@ def _dsv4_schedule(text: dict[str, Any], layers: int, source: str) -> list[int]:
 def _compressed_mla(text: dict[str, Any], layers: int, source: str) -> CompressedMlaShape:
     """DeepSeek-V4 (models/deepseek_v4/attention.py): max(1, ratio) per main layer; the MTP slot past
     num_hidden_layers is not a main layer."""
-    ratios = tuple(max(1, r) for r in _dsv4_schedule(text, layers, source))
+    ratios = tuple(max(1, r) for r in compress_schedule(text, layers, source))
     if not set(ratios) <= set(COMPRESS_RATIOS):
         raise PlanError("model", f"{source}: compress ratios {sorted(set(ratios))}: vLLM takes only 0, 4 and 128")
     return CompressedMlaShape(

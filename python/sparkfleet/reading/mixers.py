@@ -71,12 +71,33 @@ def state_mixer(state: StateLayers, text: dict[str, Any], hidden: int) -> int:
     raise KeyError(f"{state.kind.value} state layers")
 
 
+def compressed_attention(text: dict[str, Any], hidden: int, ratio: int) -> int:
+    """One DeepSeek-V4 attention layer (transformers' and vLLM's deepseek_v4): a low-rank query, one KV head, a
+    grouped low-rank output and a sink a head; a layer that compresses every `ratio` tokens adds its compressor's key
+    and gate projections (overlapping windows at ratio 4 double their width) with a position bias a slot, and at
+    ratio 4 an indexer of its own (keys and gates the same way, a query from the low-rank query, a weight a head)."""
+    heads, width, q_rank = _int(text, "num_attention_heads"), _int(text, "head_dim"), _int(text, "q_lora_rank")
+    groups, out_rank = _int(text, "o_groups"), _int(text, "o_lora_rank")
+    total = hidden * q_rank + q_rank * heads * width + hidden * width + heads
+    total += groups * out_rank * (heads * width // groups) + hidden * groups * out_rank
+    if not ratio:
+        return total
+    overlap = 2 if ratio == 4 else 1
+    total += 2 * overlap * width * hidden + ratio * overlap * width
+    if ratio == 4:
+        index_width, index_heads = _int(text, "index_head_dim") or 128, _int(text, "index_n_heads")
+        total += 2 * overlap * index_width * hidden + ratio * overlap * index_width
+        total += index_heads * index_width * q_rank + index_heads * hidden
+    return total
+
+
 def hyper_connections(text: dict[str, Any], hidden: int) -> int:
     """A decoder layer's manifold hyper-connections (GLM-5-Next's mhc, models/glm5next/common/model.py): before
     attention and before the MLP, a float32 mix of (2 + n) x n weights over the n residual streams, with its base and
     three scales."""
     streams = _int(text, "hc_mult")
-    if not (text.get("mhc") and streams):
+    # GLM-5-Next says mhc; DeepSeek-V4 builds them wherever it names hc_mult.
+    if not (text.get("mhc", True) and streams):
         return 0
     mix = (2 + streams) * streams
     return 2 * (mix * streams * hidden + mix + 3)
