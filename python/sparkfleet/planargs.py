@@ -26,12 +26,13 @@ from .models import (
     ModelProfile,
     NodePlacement,
     Platform,
+    ReleaseRecord,
     ServePlan,
 )
 from .planning.choices import DEFAULT_VLLM
 from .planning.memory import GB10_REFERENCE_TOTAL_GIB
 from .planning.planner import plan
-from .release import Lock
+from .release import Lock, record
 from .versions import CAPABILITIES, VllmVersion
 
 
@@ -138,6 +139,7 @@ def _host(args: argparse.Namespace) -> tuple[HostFacts, str | None]:
         vllm_version=args.vllm_version or DEFAULT_VLLM[Platform(args.platform)],
         vllm_capabilities=tuple(args.capability),
         flashinfer_kernels=release.prebuilt_kernels if release is not None else None,
+        release_record=getattr(args, "loaded_record", None),
     )
     return host, note
 
@@ -232,6 +234,13 @@ def add_plan_args(p: argparse.ArgumentParser, model_optional: bool = False) -> N
         help="a release's lock (its .sparkfleet-lock.json): plan against that release's vLLM and its prebuilt FlashInfer "
         "kernels (none: the first start compiles them, as on the host), in place of --vllm-version and --platform",
     )
+    p.add_argument(
+        "--release-record",
+        metavar="FILE_OR_VENV",
+        help="what a release's own build implements: its record (.sparkfleet-record.json) or its venv, read by its own "
+        "Python; the plan is held to that build's model registry and its parser's flags and choices (a fork or a "
+        "nightly plans what it carries), in place of --vllm-version",
+    )
     p.add_argument("--memory-gib", type=float, help="total memory (default: this host's MemTotal)")
     p.add_argument("--model-fs", help="the filesystem type the model is read from (nfs, lustre, ext4, ...)")
     p.add_argument(
@@ -285,7 +294,23 @@ def _newest_that_loads(args: argparse.Namespace, profile: ModelProfile, asked: b
     )
 
 
+def _record(args: argparse.Namespace) -> ReleaseRecord | None:
+    """The build --release-record names, read; its own version stands for --vllm-version (the two must agree)."""
+    if not getattr(args, "release_record", None):
+        return None
+    built = record.load(Path(args.release_record))
+    if args.vllm_version and VllmVersion.parse(args.vllm_version) != VllmVersion.parse(built.vllm_version):
+        raise PlanError(
+            "--release-record",
+            f"{args.release_record} is vLLM {built.vllm_version} as built, not --vllm-version {args.vllm_version}",
+            ("drop --vllm-version",),
+        )
+    args.vllm_version = built.vllm_version
+    return built
+
+
 def make_plan(args: argparse.Namespace) -> tuple[ServePlan, str | None]:
+    args.loaded_record = _record(args)
     asked = args.vllm_version is not None
     args.vllm_version = args.vllm_version or DEFAULT_VLLM[Platform(args.platform)]
     VllmVersion.parse(args.vllm_version)

@@ -38,6 +38,7 @@ from .profile import (
     UnifiedPool,
     check_template_kwargs,
 )
+from .release import ReleaseRecord
 
 __all__ = [
     "COMPRESS_RATIOS",
@@ -68,6 +69,7 @@ __all__ = [
     "ProfileArg",
     "ProfileEnv",
     "Reason",
+    "ReleaseRecord",
     "RingCache",
     "RingKind",
     "ServePlan",

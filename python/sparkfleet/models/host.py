@@ -5,10 +5,11 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from ..versions import CAPABILITIES
+from ..versions import CAPABILITIES, VllmVersion
 from .base import GIB, Strict
+from .release import ReleaseRecord
 
 
 class Platform(str, Enum):
@@ -50,6 +51,21 @@ class HostFacts(Strict):
     # FlashInfer's kernels prebuilt in the release for its exact version (release.prebuilt_kernels); None: the
     # first start compiles them.
     flashinfer_kernels: str | None = None
+    # What the release's own build implements (its registry, its parser's options): planned against where read.
+    release_record: ReleaseRecord | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_of_the_record(cls, data: object) -> object:
+        """A record names the version it was built as: the host's vLLM is that one, and no other."""
+        if not isinstance(data, dict) or data.get("release_record") is None:
+            return data
+        record = data["release_record"]
+        built = record.vllm_version if isinstance(record, ReleaseRecord) else str(record.get("vllm_version", ""))
+        named = data.get("vllm_version")
+        if named is not None and VllmVersion.parse(str(named)) != VllmVersion.parse(built):
+            raise ValueError(f"vllm_version {named} is not the release record's own version {built}")
+        return data | {"vllm_version": built}
 
     @field_validator("vllm_capabilities")
     @classmethod

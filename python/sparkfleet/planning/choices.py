@@ -267,8 +267,8 @@ def resolve(host: HostFacts, profile: ModelProfile, intent: Intent, drafter: Mod
             ("pipeline_parallel_size instead",),
         )
     _check_speculative(profile, intent, version, host.vllm_capabilities)
-    check_moe_backend(profile, intent, version)
-    check_attention_backend(intent, version)
+    check_moe_backend(profile, intent, version, host.release_record)
+    check_attention_backend(intent, version, host.release_record)
 
     context = intent.max_context or min(profile.native_max_context, DEFAULT_CONTEXT)
     long_context, yarn = _past_native(profile, intent, context)

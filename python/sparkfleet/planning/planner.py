@@ -30,9 +30,10 @@ from ..versions import (
     VllmVersion,
     has_flag,
 )
-from . import clients, contextparallel, encoder, loading, memguard, remotecode, rules, speedplan
+from . import buildcheck, clients, contextparallel, encoder, loading, memguard, remotecode, rules, speedplan
 from . import memory as mem
 from .answers import answer_check
+from .binding import refuse_open_bind
 from .budget import Budget, memory_budget, non_kv
 from .cautions import compile_warning, guard_env, plan_warnings, scheduler_warning
 from .choices import Resolved, check_bundled_draft, release_of, resolve
@@ -149,7 +150,7 @@ def plan(
     check_bundled_draft(profile, intent, model_dir)
     refuse_open_bind(intent)
     contextparallel.check(profile, intent)
-    remote_code = remote_code_consent(profile, intent, drafter, release_of(host))
+    remote_code = remote_code_consent(profile, intent, drafter, host)
     intent, floor_reasons = decode_floor(host, profile, intent, drafter)
     sized = size(host, profile, intent, drafter=drafter, placement=placement, model_fs=model_fs)
     settings = settings_of(
@@ -159,6 +160,8 @@ def plan(
     served = assemble(
         host, profile, intent, sized, settings=settings, entries=entries, placement=placement, remote_code=remote_code
     )
+    if host.release_record is not None:
+        buildcheck.check_flags(served.flags, host.release_record)
     if not floor_reasons:
         return served
     said = [f"{r.item}: {r.reason}" for r in floor_reasons]
@@ -177,24 +180,13 @@ def decode_floor(
     )
 
 
-def refuse_open_bind(intent: Intent) -> None:
-    if not intent.binds_loopback_only and not intent.allow_unauthenticated_bind:
-        raise PlanError(
-            "intent.host",
-            f"binding {intent.host} exposes vLLM's whole app: its --api-key guards only the /v1 routes "
-            "(/invocations, /tokenize, /metrics answer without it)",
-            (
-                "host 127.0.0.1 with the front_door role in front (TLS, a key on every path)",
-                "allow_unauthenticated_bind true on a network you trust entirely",
-            ),
-        )
-
-
 def remote_code_consent(
-    profile: ModelProfile, intent: Intent, drafter: ModelProfile | None, version: VllmVersion
+    profile: ModelProfile, intent: Intent, drafter: ModelProfile | None, host: HostFacts
 ) -> CodeVerdict | None:
-    """The repository code vLLM would run, once consented to; the drafter's is checked too (one flag covers both)."""
-    remotecode.check_architecture(profile, version)
+    """The repository code vLLM would run, once consented to; the drafter's is checked too (one flag covers both).
+    The model's architecture is checked against the release's own registry where its record was read."""
+    version = release_of(host)
+    remotecode.check_architecture(profile, version, host.release_record)
     remote_code = remotecode.consent(profile, intent, version, "the model")
     if drafter is not None:
         drafter_code = remotecode.consent(drafter, intent, version, "the drafter")

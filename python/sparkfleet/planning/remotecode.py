@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import PlanError
-from ..models import Intent, ModelProfile
+from ..models import Intent, ModelProfile, ReleaseRecord
 from ..versions import VllmVersion
 from ..vllmregistry import (
     SOURCE,
@@ -20,6 +20,7 @@ from ..vllmregistry import (
     rules_release,
     transformers_of,
 )
+from . import buildcheck
 
 _REVISION_FLAG = "--revision"
 
@@ -64,8 +65,12 @@ def verdict(profile: ModelProfile, version: VllmVersion) -> CodeVerdict:
     )
 
 
-def check_architecture(profile: ModelProfile, version: VllmVersion) -> None:
-    """vLLM serves a model only through an architecture it implements (its model registry)."""
+def check_architecture(profile: ModelProfile, version: VllmVersion, record: ReleaseRecord | None = None) -> None:
+    """vLLM serves a model only through an architecture it implements (its model registry): the build's own, where its
+    record was read, else the sampled stock releases'."""
+    if record is not None:
+        buildcheck.check_architecture(profile, record)
+        return
     if profile.architecture == "unknown":
         return
     support = architecture_support(version, profile.architecture)

@@ -1,7 +1,8 @@
 """A release is a lock: the exact packages (with hashes) a vLLM release installs on its target.
 
-Pure functions only. `sparkfleet.resolver` runs uv and git on the controller and hands the text it
-got to these functions; nothing here touches the network or the disk.
+Pure functions only, but for `record`, which reads what a built release implements by running its own Python
+(record_reader.py). `sparkfleet.resolver` runs uv and git on the controller and hands the text it got to these
+functions; nothing else here touches the network or the disk.
 
 The lock is resolved by uv for the TARGET (a Spark is aarch64 whatever the controller is), and the
 release id is a hash of the locked packages, the patches and, for a git source, the commit sha, so
