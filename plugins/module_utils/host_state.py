@@ -126,6 +126,9 @@ def describe_release(release_dir, with_packages=False):
         found["kernels_note"] = lock.get("kernels_note")
     # What a fork release declared it carries beyond its version (vllm_install_capabilities).
     found["capabilities"] = (read_json(os.path.join(real, ".sparkfleet-release.json")) or {}).get("capabilities") or []
+    # What the build itself implements, as its smoke step read it (sparkfleet.release.record_reader); None for a
+    # release built before records were kept.
+    found["record"] = read_json(os.path.join(real, ".sparkfleet-record.json"))
     if with_packages:
         found["lock_packages"] = (lock or {}).get("packages")
         found["installed_packages"] = installed_packages(real)

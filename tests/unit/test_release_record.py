@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import spark
 
+from sparkfleet.boundary.adapters import host_facts
 from sparkfleet.catalog import load_catalog
 from sparkfleet.errors import PlanError
 from sparkfleet.models import HostFacts, Intent, ReleaseRecord
@@ -46,7 +47,10 @@ def test_a_stock_builds_record_plans_every_catalog_model_as_the_stock_tables_do(
                 plan(on(host, stock), profile, intent)
             assert refused.value.variable == exc.variable, profile.id
             continue
-        assert plan(on(host, stock), profile, intent).argv == expected, profile.id
+        held = plan(on(host, stock), profile, intent)
+        assert held.argv == expected, profile.id
+        (said,) = [r for r in held.reasons if r.item == f"vLLM {stock.vllm_version} as built"]
+        assert f"{len(stock.architectures)} registered" in said.reason
 
 
 def test_a_build_without_the_architecture_refuses_naming_its_registry() -> None:
@@ -106,3 +110,14 @@ def test_the_command_line_plans_against_a_record_and_refuses_another_version(tmp
     assert json.loads(planned.stdout)["vllm_version"] == "0.33.0"
     refused = run("--release-record", str(GB10_033), "--vllm-version", "0.32.0")
     assert refused.returncode != 0 and "--release-record" in refused.stderr and "not --vllm-version 0.32.0" in refused.stderr
+
+
+def test_the_roles_facts_carry_the_record_beside_the_version_they_plan() -> None:
+    """validate.yml combines the release's record (host_facts read it, or the install step after its smoke test)."""
+    facts = {"platform": "gb10", "mem_total_bytes": 2**36, "vllm_version": "0.33.0"}
+    recorded = json.loads(GB10_033.read_text())
+    host = host_facts(facts | {"release_record": recorded})
+    assert host.release_record is not None and host.release_record.vllm_version == "0.33.0"
+    with pytest.raises(PlanError, match="release record's own version") as refused:
+        host_facts(facts | {"vllm_version": "0.32.0", "release_record": recorded})
+    assert refused.value.variable.startswith("sparkfleet_facts")

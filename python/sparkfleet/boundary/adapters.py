@@ -66,6 +66,7 @@ _HOST_KEYS = (
     "vllm_version",
     "vllm_capabilities",
     "flashinfer_kernels",
+    "release_record",
 )
 
 

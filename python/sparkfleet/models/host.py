@@ -65,7 +65,7 @@ class HostFacts(Strict):
         named = data.get("vllm_version")
         if named is not None and VllmVersion.parse(str(named)) != VllmVersion.parse(built):
             raise ValueError(f"vllm_version {named} is not the release record's own version {built}")
-        return data | {"vllm_version": built}
+        return data | {"vllm_version": named if named is not None else str(VllmVersion.parse(built))}
 
     @field_validator("vllm_capabilities")
     @classmethod

@@ -5,7 +5,7 @@ value among its choices. Pure. Without a record the sampled stock tables stand (
 from __future__ import annotations
 
 from ..errors import PlanError
-from ..models import Flag, ModelProfile, ReleaseRecord
+from ..models import Flag, ModelProfile, Reason, ReleaseRecord, ServePlan
 
 
 def _build(record: ReleaseRecord) -> str:
@@ -42,3 +42,16 @@ def check_flags(flags: list[Flag], record: ReleaseRecord) -> None:
                 f"({flag.reason})",
                 ("a release whose build carries it", f"an intent that plans {flag.name} otherwise"),
             )
+
+
+def held_to_build(served: ServePlan, record: ReleaseRecord) -> ServePlan:
+    """The plan, its flags checked against the build, with the reason it was held to that build."""
+    check_flags(served.flags, record)
+    reason = Reason(
+        item=f"vLLM {record.vllm_version} as built",
+        reason=f"the plan was held to the release's own record: its architecture among the build's "
+        f"{len(record.architectures)} registered, its {len(served.flags)} flags and their values among the "
+        f"{len(record.flags)} options its serve parser takes",
+        source=f"sparkfleet/release/record_reader.py run by the release's Python ({record.source or 'its smoke step'})",
+    )
+    return served.model_copy(update={"reasons": [*served.reasons, reason]})

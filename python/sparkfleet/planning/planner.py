@@ -161,7 +161,7 @@ def plan(
         host, profile, intent, sized, settings=settings, entries=entries, placement=placement, remote_code=remote_code
     )
     if host.release_record is not None:
-        buildcheck.check_flags(served.flags, host.release_record)
+        served = buildcheck.held_to_build(served, host.release_record)
     if not floor_reasons:
         return served
     said = [f"{r.item}: {r.reason}" for r in floor_reasons]

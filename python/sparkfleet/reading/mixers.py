@@ -54,18 +54,18 @@ def state_mixer(state: StateLayers, text: dict[str, Any], hidden: int) -> int:
     if state.kind is StateLayerKind.GATED_DELTANET:
         # models/../mamba/gdn/qwen_gdn_linear_attn.py: q, k, v and the output gate z from the hidden state, b and a a
         # value head each, the convolution over q, k and v, then the value width back to the hidden size.
-        heads, value_width, _ = state.state_shape
+        heads, value_width = state.state_shape[0], state.state_shape[1]
         value = heads * value_width
         return hidden * (state.conv_dim + value) + hidden * 2 * heads + state.conv_dim * state.conv_kernel + value * hidden
     if state.kind is StateLayerKind.KDA:
         # models/glm5next/common/kda.py: q, k, v (heads x width each), beta a head, the forget and output gates'
         # low-rank pairs (hidden -> width -> heads x width), three convolutions, and the output projection.
-        heads, width, _ = state.state_shape
+        heads, width = state.state_shape[0], state.state_shape[1]
         projection = heads * width
         return (
             hidden * (3 * projection + heads + 2 * width)
             + 2 * width * projection
-            + state.conv_dim * (state.conv_kernel)
+            + state.conv_dim * state.conv_kernel
             + projection * hidden
         )
     raise KeyError(f"{state.kind.value} state layers")

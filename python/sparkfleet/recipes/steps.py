@@ -20,7 +20,9 @@ from ..release import (
     lock_release_id,
     target_for,
 )
+from ..release.record import READER, RECORD_FILE
 from .inputs import B12X_REQUIREMENT, DIST_ALIAS, SEED_GUIDE, TRITON_PTXAS, InstallInputs
+from .programs import CLI_CHECK, RECORD_WRITE, REUSE_BYTECODE
 
 
 class PlatformPackages(Strict):
@@ -268,59 +270,6 @@ def _fixup_steps(inputs: InstallInputs, lock: Lock, at: ReleasePaths) -> list[St
     return steps
 
 
-# The release's `vllm --version`, run in the smoke step's own interpreter: the console script the units exec
-# (`bin/vllm serve`), checked to name the release's Python in its first two lines (uv writes a /bin/sh trampoline for a
-# long path), then run as __main__. A process of its own imported vLLM's CLI again: about 9 s of CPU per build.
-CLI_CHECK = """
-import contextlib, io, runpy, sys
-cli = {cli!r}
-with open(cli) as script:
-    head = script.readline() + script.readline()
-if {python!r} not in head:
-    sys.exit(f"{{cli}} does not run {python}: it starts {{head!r}}")
-sys.argv = [cli, "--version"]
-said = io.StringIO()
-try:
-    with contextlib.redirect_stdout(said):
-        runpy.run_path(cli, run_name="__main__")
-except SystemExit as stop:
-    if stop.code not in (None, 0):
-        sys.exit(f"vllm --version exited {{stop.code}}")
-if not said.getvalue().strip():
-    sys.exit("vllm --version printed nothing")
-"""
-
-
-# The current release's bytecode of each file the new release shares with it (one inode: uv links both releases'
-# files to its cache), copied before the smoke step compiles the rest: an upgrade that changes a few packages no
-# longer compiles torch's and vLLM's thousands of modules again (30 s of a fleet host's 40 s smoke test, CPU).
-# Python still checks each file's recorded source mtime and size when it imports it.
-REUSE_BYTECODE = """
-import os, shutil, sys
-old, new = sys.argv[1], sys.argv[2]
-if not os.path.isdir(old) or os.path.realpath(old) == os.path.realpath(new):
-    print(f"{old}: no other release to take bytecode from")
-    sys.exit(0)
-old, kept = os.path.realpath(old), 0
-for top, _, files in os.walk(os.path.join(old, "lib")):
-    if os.path.basename(top) != "__pycache__":
-        continue
-    package = os.path.relpath(os.path.dirname(top), old)
-    for name in files:
-        source = os.path.join(package, name.split(".", 1)[0] + ".py")
-        target = os.path.join(new, package, "__pycache__", name)
-        try:
-            shared = os.path.samefile(os.path.join(old, source), os.path.join(new, source))
-        except OSError:
-            continue
-        if shared and not os.path.lexists(target) and not os.path.islink(os.path.join(new, source)):
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            shutil.copy2(os.path.join(top, name), target)
-            kept += 1
-print(f"took the bytecode of {kept} files {new} shares with {old}")
-"""
-
-
 def _smoke_steps(inputs: InstallInputs, lock: Lock, at: ReleasePaths, expected: str) -> list[Step]:
     """One interpreter imports what the release serves with, runs its `vllm --version` and reports: each import of
     vLLM and torch costs seconds (tens on a loaded host), and the checks need no process of their own to say which
@@ -331,21 +280,24 @@ def _smoke_steps(inputs: InstallInputs, lock: Lock, at: ReleasePaths, expected: 
     report = "{'vllm': vllm.__version__, 'torch': torch.__version__, 'cuda': torch.version.cuda, 'platform': p.device_type"
     report += ", 'ray': ray.__version__}" if inputs.ray_version else "}"
     program = (
-        f"import {modules}\nfrom vllm.platforms import current_platform as p\n"
+        # The reader's source comes as the program's argument, taken before the CLI check sets sys.argv for vllm.
+        f"import sys\nreader_source = sys.argv[1]\nimport {modules}\nfrom vllm.platforms import current_platform as p\n"
         + CLI_CHECK.format(cli=f"{at.release}/bin/vllm", python=at.python)
+        + RECORD_WRITE.format(path=f"{at.release}/{RECORD_FILE}")
         + f"print(json.dumps({report}))\n"
     )
     smoke = [
         Step(
             name=SMOKE_REPORT,
-            argv=[at.python, "-c", program],
+            argv=[at.python, "-c", program, READER.read_text(encoding="utf-8")],
             why=(
                 f"a {inputs.platform.value} release must import and detect the {expected} platform, torch must run on the "
                 f"CUDA its lock carries ({lock.cuda or 'none'}; {GB10_CUDA_SOURCE})"
                 + ("; Ray for multi-node serving" if inputs.ray_version else "")
                 + "; the modules vllm serve's processes import load, and their bytecode stays in the release for the "
                 "service accounts, which cannot write there; its vllm command (the units' ExecStart) runs on the "
-                "release's Python and answers --version"
+                "release's Python and answers --version; the release's own record (its model registry, its serve "
+                "parser's options) is written beside its lock for the planner"
             ),
         ),
     ]

@@ -7,7 +7,8 @@ a stock wheel, a fork's build or a nightly alike, and prints one JSON object, wh
 - every option of its serve parser with its choices (--kv-cache-dtype and --moe-backend among them);
 - the attention backends it registers (the names --attention-backend takes) and the KV cache dtypes it takes.
 
-Usage: RELEASE/bin/python record_reader.py
+Usage: RELEASE/bin/python record_reader.py; a release's smoke step runs release_record() in its own interpreter and
+writes the record beside the release's lock (sparkfleet.recipes.steps).
 """
 
 from __future__ import annotations

@@ -71,6 +71,7 @@ def test_release_is_reported_through_the_current_link(tmp_path: Path) -> None:
         "id": "cpu-0.32.0-abc",
         "vllm_version": "0.32.0+cpu",
         "capabilities": [],
+        "record": None,
     }
     assert host_state.describe_release(str(tmp_path / "missing")) is None
     # A fork release's manifest records what it declared it carries beyond its version.
@@ -78,6 +79,9 @@ def test_release_is_reported_through_the_current_link(tmp_path: Path) -> None:
         json.dumps({"release_id": "cpu-0.32.0-abc", "capabilities": ["dflash"]})
     )
     assert host_state.describe_release(str(tmp_path / "current"))["capabilities"] == ["dflash"]
+    # What the build implements, as its smoke step wrote it, for the planner to hold its plans to.
+    (release / ".sparkfleet-record.json").write_text(json.dumps({"vllm_version": "0.32.0+cpu", "architectures": []}))
+    assert host_state.describe_release(str(tmp_path / "current"))["record"]["vllm_version"] == "0.32.0+cpu"
 
 
 def test_a_staged_model_is_as_staged_while_sizes_and_times_match(tmp_path: Path) -> None:
