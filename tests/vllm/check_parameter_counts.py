@@ -32,7 +32,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 PUBLISHED = json.loads((CONFIGS.parent / "published_config_fields.json").read_text())
 # Each layout the arithmetic counts, by a published config: dense, MoE, MLA, sliding, gated attention with
 # Gated-DeltaNet, KDA with sparse MLA and its indexer, DeepSeek-style sparse attention on a subset of layers, and
-# DeepSeek-V4's compressed attention.
+# DeepSeek-V4's compressed attention, and Nemotron-H's blocks (Mamba-2, relu2 MoE, attention).
 MODELS = (
     "meta-llama--Llama-3.1-8B-Instruct",
     "Qwen--Qwen3-30B-A3B",
@@ -44,6 +44,7 @@ MODELS = (
     "zai-org--GLM-5.3-NVFP4",
     "zai-org--GLM-5.3-Flash-NVFP4",
     "deepseek-ai--DeepSeek-V4-Flash-Base",
+    "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
 )
 TOLERANCE = 0.0005
 # Fields transformers reads as extra layers that a text decode step never runs (both counts leave MTP out).
@@ -61,7 +62,7 @@ def published(name: str) -> dict[str, Any]:
 def transformers_counts(config: dict[str, Any]) -> tuple[float, float]:
     """Total and active weights of the text decoder transformers builds (the head added where the base class has none),
     active being all but the routed experts' share a token does not take."""
-    text = {k: v for k, v in text_config(config).items() if k not in MTP_FIELDS}
+    text = {k: v for k, v in text_config(config).items() if k not in (*MTP_FIELDS, "auto_map")}
     model_type = str(text.pop("model_type", None) or config["model_type"])
     text.pop("text_config", None)
     hf = AutoConfig.for_model(model_type, **text)

@@ -10,7 +10,7 @@ from typing import Any
 from ..errors import PlanError
 from ..models import ModelProfile
 from ..models.speed import DecodeReads, Parameters
-from . import mixers
+from . import hybrid, mixers
 from .config import EXPERTS_KEYS, LAYERS_KEYS, TOP_K_KEYS, compress_schedule, text_config
 from .indexers import indexer_layer_count
 from .states import layer_kinds, state_layers
@@ -89,9 +89,12 @@ def parameters_from_config(config: dict[str, Any], source: str) -> Parameters:
     heads, vocab = _int(text, "num_attention_heads", "n_heads"), _int(text, "vocab_size")
     if not (hidden and layers and heads and vocab):
         raise PlanError("model", f"{source}: config arithmetic needs hidden_size, num_hidden_layers, heads and vocab_size")
-    uncounted = set() if text.get("o_groups") else _uncounted_kinds(text)
+    blocks = hybrid.block_kinds(text)
+    uncounted = set() if text.get("o_groups") or blocks else _uncounted_kinds(text)
     if uncounted:
         raise PlanError("model", f"{source}: config arithmetic does not count {', '.join(sorted(uncounted))} layers")
+    if blocks is not None:
+        return _blocks(text, blocks, hidden, heads, vocab)
     experts, top_k = _int(text, *EXPERTS_KEYS), _int(text, *TOP_K_KEYS)
     dense_width = _int(text, "intermediate_size", "ffn_dim")
     expert_width = _int(text, "moe_intermediate_size", "expert_intermediate_size") or dense_width
@@ -115,6 +118,22 @@ def parameters_from_config(config: dict[str, Any], source: str) -> Parameters:
         active_b=(total - idle) / 1e9,
         experts=experts or None,
         experts_per_token=top_k or None,
+        tied_embeddings=tied,
+    )
+
+
+def _blocks(text: dict[str, Any], blocks: list[str], hidden: int, heads: int, vocab: int) -> Parameters:
+    """A layout of one block a layer (Nemotron-H), counted block by block (sparkfleet.reading.hybrid)."""
+    weights, idle = hybrid.counted(text, blocks, hidden, heads)
+    tied = bool(text.get("tie_word_embeddings", False))
+    total = vocab * hidden * (1 if tied else 2) + weights
+    experts, top_k = _int(text, *EXPERTS_KEYS), _int(text, *TOP_K_KEYS)
+    moe = experts and top_k and "moe" in blocks
+    return Parameters(
+        total_b=total / 1e9,
+        active_b=(total - idle) / 1e9,
+        experts=experts if moe else None,
+        experts_per_token=top_k if moe else None,
         tied_embeddings=tied,
     )
 
