@@ -89,8 +89,15 @@ pruned:
   returned: always
   type: list
   elements: str
+record:
+  description:
+    - What the release's own build implements, as its smoke step wrote it (C(.sparkfleet-record.json)); the planner
+      holds the release's instances to it. None for a release built without one.
+  returned: always
+  type: dict
 """
 
+import json
 import os
 import shutil
 
@@ -147,6 +154,16 @@ def release_caches(cache_dir, kinds, release_ids):
     return found, linked
 
 
+def read_record(release):
+    """The release's own record, or None (a release built before records were kept, or one not built yet)."""
+    try:
+        with open(os.path.join(release, ".sparkfleet-record.json"), encoding="utf-8") as handle:
+            found = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -190,6 +207,7 @@ def main():
         previous=after["previous"],
         pruned=pruned,
         caches_left=linked,
+        record=read_record(resolved),
         diff={"before": before, "after": after},
     )
 

@@ -44,12 +44,17 @@ def test_a_rollback_swaps_current_and_previous_and_prunes_nothing(tmp_path: Path
     assert done["changed"] is True and done["pruned"] == []
     assert os.readlink(root / "current") == str(root / "releases" / "old")
     assert os.readlink(root / "previous") == str(root / "releases" / "new")
+    # "old" was built before releases kept their own record: none, and its instances follow the stock tables.
+    assert done["record"] is None
 
 
 def test_a_first_switch_has_no_previous(tmp_path: Path) -> None:
     root = make_root(tmp_path, ["only"])
+    # The release's own record, as its smoke step wrote it, comes back for the play to plan against.
+    (root / "releases" / "only" / ".sparkfleet-record.json").write_text('{"vllm_version": "0.32.0", "architectures": []}')
     done = run_module("release_switch", {"root": str(root), "release": str(root / "releases" / "only"), "keep": 0})
     assert done["changed"] is True and done["previous"] == "" and done["pruned"] == []
+    assert done["record"] == {"vllm_version": "0.32.0", "architectures": []}
     assert not (root / "previous").exists() and (root / "releases" / "only").is_dir()
 
 
