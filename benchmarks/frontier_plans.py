@@ -39,7 +39,7 @@ CASES = (
         {"nodes": 4, "tensor_parallel_size": 4, "decode_context_parallel_size": 4, "max_context": 65536},
     ),
     ("GLM-5.3-NVFP4-Spark", {"nodes": 4, "pipeline_parallel_size": 4, "max_context": 32768, "concurrency": 1}),
-    ("GLM-5.3-Flash-NVFP4", {"nodes": 2, "tensor_parallel_size": 2, "max_context": 131072, "concurrency": 4}),
+    ("GLM-5.3-Flash-NVFP4", {"nodes": 2, "tensor_parallel_size": 2, "max_context": 65536, "concurrency": 2}),
     ("GLM-5.3-Flash-NVFP4", {"nodes": 2, "pipeline_parallel_size": 2, "max_context": 131072, "concurrency": 4}),
     ("DeepSeek-V4-Flash-0731", {"nodes": 2, "tensor_parallel_size": 2, "max_context": 131072, "concurrency": 4}),
     ("DeepSeek-V4-Flash-0731", {"nodes": 4, "tensor_parallel_size": 4, "max_context": 131072, "concurrency": 8}),
