@@ -13,6 +13,7 @@ from ..models.speed import DecodeReads, Parameters
 from . import hybrid, mixers
 from .config import EXPERTS_KEYS, LAYERS_KEYS, TOP_K_KEYS, compress_schedule, text_config
 from .indexers import indexer_layer_count
+from .mixers import positive as _int
 from .states import layer_kinds, state_layers
 
 # How a profile's parameters read when no header was: its speed prediction says so.
@@ -31,14 +32,6 @@ COUNTED_KINDS = frozenset(
         "deepseek_sparse_attention",
     }
 )
-
-
-def _int(text: dict[str, Any], *keys: str) -> int:
-    for key in keys:
-        value = text.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return 0
 
 
 def _uncounted_kinds(text: dict[str, Any]) -> set[str]:

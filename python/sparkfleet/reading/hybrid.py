@@ -12,8 +12,7 @@ BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 
 
 def _int(text: dict[str, Any], key: str, default: int = 0) -> int:
-    value = text.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+    return mixers.positive(text, key) or default
 
 
 def block_kinds(text: dict[str, Any]) -> list[str] | None:

@@ -14,7 +14,9 @@ from ..models import StateLayerKind, StateLayers
 OUTPUT_GATED_TYPES = ("qwen3_next", "qwen3_5")
 
 
-def _int(text: dict[str, Any], *keys: str) -> int:
+def positive(text: dict[str, Any], *keys: str) -> int:
+    """The first of `keys` the config gives as a positive integer, else 0: the one reading of a size field the config
+    arithmetic uses (sparkfleet.reading.arithmetic, hybrid)."""
     for key in keys:
         value = text.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -25,14 +27,14 @@ def _int(text: dict[str, Any], *keys: str) -> int:
 def attention(text: dict[str, Any], hidden: int, heads: int) -> int:
     """One attention layer's projections: MLA's low-rank query and latent (models/deepseek_v2.py), or query, key,
     value and output, the query doubled where it carries an output gate."""
-    rank = _int(text, "kv_lora_rank")
+    rank = positive(text, "kv_lora_rank")
     if rank:
-        nope, rope, value = (_int(text, k) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
-        q_rank = _int(text, "q_lora_rank")
+        nope, rope, value = (positive(text, k) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
+        q_rank = positive(text, "q_lora_rank")
         query = hidden * q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
         return query + hidden * (rank + rope) + rank * heads * (nope + value) + heads * value * hidden
-    kv_heads = _int(text, "num_key_value_heads", "num_kv_heads") or heads
-    head_dim = _int(text, "head_dim") or hidden // heads
+    kv_heads = positive(text, "num_key_value_heads", "num_kv_heads") or heads
+    head_dim = positive(text, "head_dim") or hidden // heads
     gated = text.get("attn_output_gate", str(text.get("model_type", "")).startswith(OUTPUT_GATED_TYPES))
     return (3 if gated else 2) * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
 
@@ -43,9 +45,9 @@ def indexer(text: dict[str, Any], hidden: int) -> int:
     head from the hidden state (wk_weights_proj), and GLM-5-Next's pooling gate where keys are pooled."""
     if not text.get("index_topk"):
         return 0
-    heads, width = _int(text, "index_n_heads"), _int(text, "index_head_dim") or 128
-    q_rank = _int(text, "q_lora_rank") or hidden
-    gate = width * hidden if _int(text, "index_kpool") > 1 else 0
+    heads, width = positive(text, "index_n_heads"), positive(text, "index_head_dim") or 128
+    q_rank = positive(text, "q_lora_rank") or hidden
+    gate = width * hidden if positive(text, "index_kpool") > 1 else 0
     return q_rank * heads * width + hidden * (width + heads) + gate
 
 
@@ -76,8 +78,8 @@ def compressed_attention(text: dict[str, Any], hidden: int, ratio: int) -> int:
     grouped low-rank output and a sink a head; a layer that compresses every `ratio` tokens adds its compressor's key
     and gate projections (overlapping windows at ratio 4 double their width) with a position bias a slot, and at
     ratio 4 an indexer of its own (keys and gates the same way, a query from the low-rank query, a weight a head)."""
-    heads, width, q_rank = _int(text, "num_attention_heads"), _int(text, "head_dim"), _int(text, "q_lora_rank")
-    groups, out_rank = _int(text, "o_groups"), _int(text, "o_lora_rank")
+    heads, width, q_rank = positive(text, "num_attention_heads"), positive(text, "head_dim"), positive(text, "q_lora_rank")
+    groups, out_rank = positive(text, "o_groups"), positive(text, "o_lora_rank")
     total = hidden * q_rank + q_rank * heads * width + hidden * width + heads
     total += groups * out_rank * (heads * width // groups) + hidden * groups * out_rank
     if not ratio:
@@ -85,7 +87,7 @@ def compressed_attention(text: dict[str, Any], hidden: int, ratio: int) -> int:
     overlap = 2 if ratio == 4 else 1
     total += 2 * overlap * width * hidden + ratio * overlap * width
     if ratio == 4:
-        index_width, index_heads = _int(text, "index_head_dim") or 128, _int(text, "index_n_heads")
+        index_width, index_heads = positive(text, "index_head_dim") or 128, positive(text, "index_n_heads")
         total += 2 * overlap * index_width * hidden + ratio * overlap * index_width
         total += index_heads * index_width * q_rank + index_heads * hidden
     return total
@@ -95,7 +97,7 @@ def hyper_connections(text: dict[str, Any], hidden: int) -> int:
     """A decoder layer's manifold hyper-connections (GLM-5-Next's mhc, models/glm5next/common/model.py): before
     attention and before the MLP, a float32 mix of (2 + n) x n weights over the n residual streams, with its base and
     three scales."""
-    streams = _int(text, "hc_mult")
+    streams = positive(text, "hc_mult")
     # GLM-5-Next says mhc; DeepSeek-V4 builds them wherever it names hc_mult.
     if not (text.get("mhc", True) and streams):
         return 0
