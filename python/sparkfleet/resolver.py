@@ -38,6 +38,7 @@ from .release import (
     explain_resolution_failure,
     fork_requirement_lines,
     gb10_provider,
+    index_cutoff,
     jit_cache_version,
     kernel_problems,
     nccl_override,
@@ -118,13 +119,18 @@ def fork_requirements(repo: str, sha: str, device: str, naming: Naming = "role")
 def compile_lock(request: LockRequest, naming: Naming = "role", uv: str | None = None) -> Lock:
     """Resolve the request for its target with uv (index metadata only) and check the result."""
     uv = uv or uv_binary()
+    # Every resolve of this lock sees the index as of one cutoff, recorded with it: a re-resolve reproduces it.
+    # uv drops every file without an upload time under a cutoff, and only PyPI publishes them (PEP 700; local
+    # find-links count as uploaded): a lock that takes packages from another index resolves at the index's now.
+    settled = not (request.index_urls or request.flashinfer_jit_cache_index)
+    cutoff = index_cutoff(os.environ.get("UV_EXCLUDE_NEWER"), datetime.now(UTC)) if settled else None
     # FlashInfer's kernels must be of the FlashInfer vLLM resolves to: resolve once without their index first.
     plain_request = request.model_copy(update={"flashinfer_jit_cache_index": None})
-    text = _compile(plain_request, uv, naming)
+    text = _compile(plain_request, uv, naming, cutoff)
     override = nccl_override(request, {name: pkg.version for name, pkg in parse_lock(text).items()})
     if override:
         request = request.model_copy(update={"overrides": (*request.overrides, override)})
-        text = _compile(request.model_copy(update={"flashinfer_jit_cache_index": None}), uv, naming)
+        text = _compile(request.model_copy(update={"flashinfer_jit_cache_index": None}), uv, naming, cutoff)
     kernels = _kernel_choice(request, text, uv, naming)
     if kernels.requirements:
         with_kernels = request.model_copy(
@@ -133,15 +139,13 @@ def compile_lock(request: LockRequest, naming: Naming = "role", uv: str | None =
                 "excludes": (*request.excludes, *kernels.excludes),
             }
         )
-        text = _compile(with_kernels, uv, naming)
+        text = _compile(with_kernels, uv, naming, cutoff)
     locked = {name: pkg.version for name, pkg in parse_lock(text).items()}
     if problems := kernel_problems(locked, gb10=request.platform is Platform.GB10):
         raise PlanError(PIN_VARIABLES[naming]["flashinfer-jit-cache"], "; ".join(problems), (FLASHINFER_SOURCE,))
-    # After the last resolve: nothing in the lock was published later than this.
-    resolved_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return build_lock(request, text, naming).model_copy(
         update={
-            "resolved_at": resolved_at,
+            "resolved_at": cutoff or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "kernels_index": request.flashinfer_jit_cache_index if kernels.requirements else None,
             "kernels_note": kernels.note,
         }
@@ -185,7 +189,7 @@ def _kernel_choice(request: LockRequest, text: str, uv: str, naming: Naming) -> 
         find_links=request.find_links,
     )
     try:
-        probe = _compile(probe_request, uv, naming)
+        probe = _compile(probe_request, uv, naming, None)
     except PlanError as exc:
         return KernelChoice(note=f"{shim} could not be locked from {index}: {exc.problem[:240]}")
     published = providers({name: pkg.version for name, pkg in parse_lock(probe).items()})
@@ -206,7 +210,7 @@ def _kernel_choice(request: LockRequest, text: str, uv: str, naming: Naming) -> 
     return KernelChoice(requirements=(shim, f"{JIT_CACHE_PACKAGE}-{chosen}=={version}"), excludes=others)
 
 
-def _compile(request: LockRequest, uv: str, naming: Naming) -> str:
+def _compile(request: LockRequest, uv: str, naming: Naming, cutoff: str | None) -> str:
     with tempfile.TemporaryDirectory(prefix="sparkfleet-lock-") as tmp:
         infile, outfile = Path(tmp, "requirements.in"), Path(tmp, "requirements.lock")
         infile.write_text("\n".join(requirements_in(request)) + "\n", encoding="utf-8")
@@ -224,6 +228,7 @@ def _compile(request: LockRequest, uv: str, naming: Naming) -> str:
             str(outfile),
             excludes_file=str(excludes) if excludes else None,
             overrides_file=str(overrides) if overrides else None,
+            exclude_newer=cutoff,
         )
         try:
             done = _run(argv)

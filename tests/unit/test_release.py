@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from sparkfleet.release import (
     explain_resolution_failure,
     fork_requirement_lines,
     gb10_provider,
+    index_cutoff,
     jit_cache_version,
     kernel_problems,
     lock_release_id,
@@ -288,3 +290,13 @@ def test_a_lock_records_its_nccl_build_by_the_wheels_content_not_only_its_versio
     # A lock written before the field existed says it all the same.
     older = lock.model_dump(mode="json") | {"nccl_build": None}
     assert Lock.model_validate(older).nccl_build == lock.nccl_build
+
+
+def test_a_lock_resolves_at_a_settled_cutoff_that_a_re_resolve_repeats() -> None:
+    now = datetime(2026, 12, 3, 11, 47, 22, tzinfo=UTC)
+    # uv may answer from index pages cached for up to ten minutes (PyPI's max-age=600): a quarter hour back.
+    assert index_cutoff(None, now) == "2026-12-03T11:32:22Z"
+    assert index_cutoff("2026-11-25T08:00:00Z", now) == "2026-11-25T08:00:00Z"
+    argv = compile_argv(REQUEST, "uv", "in", "out", exclude_newer="2026-12-03T11:32:22Z")
+    assert argv[argv.index("--exclude-newer") + 1] == "2026-12-03T11:32:22Z"
+    assert "--exclude-newer" not in compile_argv(REQUEST, "uv", "in", "out")

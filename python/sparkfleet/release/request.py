@@ -7,6 +7,7 @@ import json
 import re
 import tomllib
 from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -222,6 +223,7 @@ def compile_argv(
     *,
     excludes_file: str | None = None,
     overrides_file: str | None = None,
+    exclude_newer: str | None = None,
 ) -> list[str]:
     """The uv command that resolves the lock for the target from index metadata (no wheel download)."""
     argv = [
@@ -251,4 +253,19 @@ def compile_argv(
         argv += ["--excludes", excludes_file]
     if overrides_file:
         argv += ["--overrides", overrides_file]
+    if exclude_newer:
+        argv += ["--exclude-newer", exclude_newer]
     return argv
+
+
+# uv serves an index page from its cache while the index allows (PyPI's simple pages: max-age=600), so a resolve
+# may not see the last ten minutes' uploads; a cutoff a quarter hour back is one that every resolve, cached or
+# fresh, sees whole, and a re-resolve at the same cutoff gives the same lock.
+INDEX_SETTLE = timedelta(minutes=15)
+
+
+def index_cutoff(pinned: str | None, now: datetime) -> str:
+    """The upload-time cutoff a lock resolves at: the user's (UV_EXCLUDE_NEWER) or a settled one before now."""
+    if pinned:
+        return pinned
+    return (now - INDEX_SETTLE).strftime("%Y-%m-%dT%H:%M:%SZ")
