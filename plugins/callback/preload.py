@@ -35,6 +35,7 @@ LIBRARY_MODULES = (
     "sparkfleet.hubpins",
     "sparkfleet.planning.planner",
     "sparkfleet.recipes",
+    "sparkfleet.recipes.side",
     "sparkfleet.resolver",
     "sparkfleet.hostconfig.webui",
 )

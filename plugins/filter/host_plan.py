@@ -13,7 +13,7 @@ description:
   - Runs the C(sparkfleet) planner for every instance of a host and refuses a set whose names or
     ports clash or whose footprints do not fit in the host's memory together.
   - Errors name the offending list entry (for example C(vllm_serve_instances[1].port)) and what would fit.
-positional: instances, label, behind_door
+positional: instances, label, behind_door, releases
 options:
   _input:
     description: Host facts as M(sparkfleet.vllm.host_facts) returns them (the fact C(sparkfleet_facts)).
@@ -36,6 +36,16 @@ options:
         (vLLM's C(--uds)) in its own network namespace, and its endpoint carries the socket's path.
     type: bool
     default: false
+  releases:
+    description:
+      - The releases installed beside the host's main one (M(sparkfleet.vllm.release_switch) publishes them as
+        C(vllm_install_side_releases)), each a dict with C(name), C(vllm_version) and, once locked, C(id),
+        C(path), C(capabilities), C(prebuilt_kernels) and C(record).
+      - An instance with C(release) runs from the release of that name. One without runs from the main release,
+        else from the newest side release that loads its model; its plan's C(release) says which and why.
+    type: list
+    elements: dict
+    default: []
 extends_documentation_fragment:
   - sparkfleet.vllm.library
 """

@@ -135,6 +135,36 @@ def describe_release(release_dir, with_packages=False):
     return found
 
 
+def side_releases(release_dir):
+    """The releases installed beside current for the instances that name them (vllm_install_releases): each release
+    directory whose manifest carries a side name, described as the planner reads it."""
+    if not release_dir:
+        return []
+    releases = os.path.dirname(os.path.realpath(release_dir))
+    if not os.path.isdir(releases):
+        return []
+    found = []
+    for entry in sorted(os.listdir(releases)):
+        path = os.path.join(releases, entry)
+        manifest = read_json(os.path.join(path, ".sparkfleet-release.json")) or {}
+        if os.path.islink(path) or not manifest.get("side_name"):
+            continue
+        described = describe_release(path) or {}
+        found.append(
+            {
+                "name": manifest["side_name"],
+                # The version its recipe named (as a plan names it), not the build's local tag (0.30.0+cpu).
+                "vllm_version": manifest.get("vllm_version") or described.get("vllm_version"),
+                "id": described.get("id"),
+                "path": described.get("path"),
+                "capabilities": described.get("capabilities") or [],
+                "prebuilt_kernels": described.get("prebuilt_kernels"),
+                "record": described.get("record"),
+            }
+        )
+    return found
+
+
 def rdma_devices():
     """The verbs nodes NCCL's RDMA transport opens (a cluster member's sandbox allows exactly these)."""
     return sorted(glob.glob("/dev/infiniband/uverbs[0-9]*")) + (
@@ -341,6 +371,7 @@ def gather_host(module, params):
     facts["vllm_version"] = vllm_version_in(params["release_dir"])
     facts["release"] = describe_release(params["release_dir"], params["release_packages"])
     facts["vllm_capabilities"] = (facts["release"] or {}).get("capabilities")
+    facts["side_releases"] = side_releases(params["release_dir"])
     facts["rdma_devices"] = rdma_devices()
     facts["cpu_amx_tile"] = cpu_amx_tile()
     if params["platform"] != "auto":

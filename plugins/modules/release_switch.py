@@ -47,6 +47,14 @@ options:
     elements: str
     default: []
     version_added: 0.14.0
+  pinned:
+    description:
+      - Releases installed beside current for the instances that name them (C(vllm_install_releases)), never pruned
+        and not counted against O(keep).
+    type: list
+    elements: path
+    default: []
+    version_added: 0.15.0
 attributes:
   check_mode:
     description: Reports the links it would change and the releases it would remove.
@@ -118,12 +126,15 @@ def point(link, target):
     os.replace(temporary, link)
 
 
-def prune_candidates(root, keep, protected):
+def prune_candidates(root, keep, protected, pinned=frozenset()):
     releases_dir = os.path.join(root, "releases")
+    # A pinned release (one installed beside current for the instances that name it) neither goes nor counts.
     releases = [
         os.path.join(releases_dir, name)
         for name in os.listdir(releases_dir)
-        if os.path.isdir(os.path.join(releases_dir, name)) and not os.path.islink(os.path.join(releases_dir, name))
+        if os.path.isdir(os.path.join(releases_dir, name))
+        and not os.path.islink(os.path.join(releases_dir, name))
+        and os.path.realpath(os.path.join(releases_dir, name)) not in pinned
     ]
     releases.sort(key=lambda path: os.stat(path).st_mtime, reverse=True)
     doomed = [path for path in releases[keep:] if os.path.realpath(path) not in protected]
@@ -172,6 +183,7 @@ def main():
             "keep": {"type": "int"},
             "cache_dir": {"type": "path"},
             "cache_kinds": {"type": "list", "elements": "str", "default": []},
+            "pinned": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,
     )
@@ -189,7 +201,8 @@ def main():
     after = dict(before, current=resolved)
     if before["current"] and before["current"] != resolved:
         after["previous"] = before["current"]
-    pruned = prune_candidates(root, keep, {after["current"], after["previous"]}) if keep is not None else []
+    pinned = frozenset(os.path.realpath(path) for path in module.params["pinned"])
+    pruned = prune_candidates(root, keep, {after["current"], after["previous"]}, pinned) if keep is not None else []
     gone = sorted({os.path.basename(path) for path in pruned})
     caches, linked = release_caches(module.params["cache_dir"], module.params["cache_kinds"], gone)
     pruned += caches

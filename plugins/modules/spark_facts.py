@@ -159,6 +159,12 @@ spark_facts:
       description: What the current release declared it carries beyond its vLLM version (a fork's C(vllm_install_capabilities)).
       type: list
       elements: str
+    side_releases:
+      description:
+        - The releases installed beside current for the instances that name them (C(vllm_install_releases)), each
+          with its C(name), C(vllm_version), C(id), C(path), C(capabilities), C(prebuilt_kernels) and C(record).
+      type: list
+      elements: dict
 """
 
 

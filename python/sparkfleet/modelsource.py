@@ -18,7 +18,7 @@ from .errors import PlanError
 from .models import Strict
 
 # The instance keys that reach the planner as they are (besides name, model and intent).
-SWITCHING_KEYS = ("on_demand", "idle_stop_after")
+SWITCHING_KEYS = ("on_demand", "idle_stop_after", "release")
 
 
 class SourceFacts(Strict):

@@ -290,7 +290,7 @@ def _newest_that_loads(args: argparse.Namespace, profile: ModelProfile, asked: b
     default, args.vllm_version = args.vllm_version, str(newest)
     return (
         f"planned on vLLM {newest}, the newest release that loads {profile.id} (it loads with {profile.min_version} to "
-        f"{newest} only; the default is {default}): on a host, vllm_install_version {newest}"
+        f"{newest} only; the default is {default}): on a host, a release of it in vllm_install_releases, beside the others"
     )
 
 

@@ -384,3 +384,21 @@ def test_the_doctor_holds_an_instance_to_its_last_benchmark_against_the_predicte
         speed_finding("instance coder", {"record": ran, "against_prediction": {"predicted": False}}, plan, release) is None
     )
     assert speed_finding("instance coder", None, plan, release) is None
+
+
+def test_an_instance_on_a_release_beside_current_is_judged_against_that_release() -> None:
+    side_path = "/opt/sparkfleet/releases/cpu-0.30.0-def"
+    raw = copy.deepcopy(healthy())
+    plan = raw["serve"]["instances"][0]["applied_plan"]
+    plan.update(vllm_version="0.30.0", release={"name": "older", "id": "cpu-0.30.0-def", "path": side_path})
+    # Judged against current (0.32.0) the plan would look stale; against its own release it is not.
+    raw["serve"]["side_releases"] = [
+        {"name": "older", "id": "cpu-0.30.0-def", "path": side_path, "vllm_version": "0.30.0+cpu"}
+    ]
+    findings = {f"{f.area}: {f.check}": f for f in diagnose(raw)}
+    assert findings["instance tiny: release"].status is Status.GREEN
+    assert "cpu-0.30.0-def (vLLM 0.30.0+cpu), older beside the main release" in findings["instance tiny: release"].detail
+    # Gone from the host (pruned by hand): yellow, naming what to do, never judged against current.
+    raw["serve"]["side_releases"] = []
+    gone = {f"{f.area}: {f.check}": f for f in diagnose(raw)}["instance tiny: release"]
+    assert gone.status is Status.YELLOW and "not on the host" in gone.detail and "re-run the site playbook" in gone.detail

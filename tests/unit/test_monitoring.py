@@ -97,6 +97,11 @@ def test_plan_metrics_carry_the_plans_budget_and_the_floor() -> None:
     assert int(values["sparkfleet_plan_footprint_bytes"]) == round(hp.footprint_gib * GIB)
     assert int(values['sparkfleet_plan_instance_kv_tokens{sparkfleet_instance="b"}']) == hp.instances["b"].kv_tokens
     assert "# TYPE sparkfleet_plan_host_reserve_bytes gauge" in text
+    version = hp.instances["b"].vllm_version
+    assert (
+        f'sparkfleet_plan_instance_release_info{{sparkfleet_instance="b",release="main",release_id="",vllm_version="{version}"}} 1'
+        in text
+    )
 
 
 def test_plan_metrics_read_the_applied_host_plan_json() -> None:
@@ -202,3 +207,23 @@ def test_cli_prints_rules_and_refuses_bad_thresholds(capsys: pytest.CaptureFixtu
     assert "sparkfleet:vllm_ttft_seconds:p95_5m > 4.0" in capsys.readouterr().out
     assert main(["monitoring", "rules", "--alerts", '{"nope": 1}']) == 2
     assert "monitoring_alerts.nope" in capsys.readouterr().err
+
+
+def test_each_instance_says_which_release_it_runs_from() -> None:
+    from sparkfleet.models import ReleaseChoice
+
+    hp = _host_plan()
+    side = ReleaseChoice(name="older", id="cpu-0.30.0-07b9622f018e", path="/opt/x", vllm_version="0.30.0", why="named")
+    hp = hp.model_copy(
+        update={
+            "instances": {
+                **hp.instances,
+                "b": hp.instances["b"].model_copy(update={"release": side, "vllm_version": "0.30.0"}),
+            }
+        }
+    )
+    text = plan_metrics(hp, Thresholds())
+    assert (
+        'sparkfleet_plan_instance_release_info{sparkfleet_instance="b",release="older",release_id="cpu-0.30.0-07b9622f018e",vllm_version="0.30.0"} 1'
+        in text
+    )

@@ -29,7 +29,7 @@ from ..hostconfig.ncclrules import (
     nccl_graphs_problem,
 )
 from ..hub import served_at, snapshot_dir
-from ..models import GIB, HostFacts, Intent, ModelProfile
+from ..models import GIB, HostFacts, Intent, ModelProfile, SideRelease
 from ..planning.hostplan import HostPlan, InstanceRequest, endpoint, plan_host, socket_endpoint
 from ..reading.config import profile_from_config
 
@@ -177,6 +177,8 @@ def instance_request(item: Any, label: str = "instance") -> InstanceRequest:
         switching["idle_stop_after_s"] = item["idle_stop_after"]
     if item.get("placement") is not None:
         switching["placement"] = item["placement"]
+    if item.get("release") not in (None, ""):
+        switching["release"] = item["release"]
     try:
         return InstanceRequest(
             name=item["name"],
@@ -215,14 +217,33 @@ def cluster_ranks(head_instances: Any, head: str, members: Any, me: str) -> list
     return out
 
 
-def host_plan(facts: Any, instances: Any, label: str = "instances", behind_door: Any = False) -> HostPlan:
+def side_releases(raw: Any, label: str = "vllm_install_releases") -> dict[str, SideRelease]:
+    """The releases installed beside the main one, by name, as vllm_install publishes them."""
+    raw = plain(raw) or []
+    if not isinstance(raw, list):
+        raise PlanError(label, "must be a list of releases, each with a name and a vllm_version")
+    releases: dict[str, SideRelease] = {}
+    for index, item in enumerate(raw):
+        try:
+            release = SideRelease.model_validate(item)
+        except ValidationError as exc:
+            raise from_validation(exc, f"{label}[{index}]", ".") from exc
+        if release.name in releases:
+            raise PlanError(f"{label}[{index}].name", f"{release.name!r} names two releases")
+        releases[release.name] = release
+    return releases
+
+
+def host_plan(
+    facts: Any, instances: Any, label: str = "instances", behind_door: Any = False, releases: Any = None
+) -> HostPlan:
     instances = plain(instances)
     if not isinstance(instances, list):
         raise PlanError(label, "must be a list of instances")
     if not isinstance(behind_door, bool):
         raise PlanError("front_door_enabled", f"must be true or false, not {behind_door!r}")
     requests = [instance_request(item, f"{label}[{index}]") for index, item in enumerate(instances)]
-    return plan_host(host_facts(facts), requests, label, behind_door)
+    return plan_host(host_facts(facts), requests, label, behind_door, side_releases(releases))
 
 
 def scraped_host(raw: Any, name: str) -> ScrapedHost:

@@ -20,7 +20,7 @@ from ..hostconfig import accounts, hardening, instancefiles, unitfile, webui
 from ..models import Intent, Platform
 from ..planning import loading
 from ..planning.planner import plan
-from ..recipes import PLATFORM_PACKAGES
+from ..recipes import PLATFORM_PACKAGES, side
 from ..release import Lock
 from . import adapters
 
@@ -121,8 +121,10 @@ def front_door(host_plan: Any, settings: Any, variable: Any = "front_door") -> d
     return adapters.front_door_plan(host_plan, settings, str(variable)).model_dump(mode="json")
 
 
-def host_plan(facts: Any, instances: Any, label: Any = "instances", behind_door: Any = False) -> dict[str, Any]:
-    return adapters.host_plan(facts, instances, str(label), behind_door).model_dump(mode="json")
+def host_plan(
+    facts: Any, instances: Any, label: Any = "instances", behind_door: Any = False, releases: Any = None
+) -> dict[str, Any]:
+    return adapters.host_plan(facts, instances, str(label), behind_door, releases).model_dump(mode="json")
 
 
 def instance_files(host_plan: Any, instances: Any, layout: Any) -> dict[str, Any]:
@@ -137,6 +139,24 @@ def install_recipe(inputs: Any, root: Any, lock: Any) -> dict[str, Any]:
     if not isinstance(inputs, dict):
         raise ValueError("input must be a dict of install inputs")
     return recipes.recipe(recipes.inputs_from(inputs), Lock.model_validate(lock), str(root)).model_dump(mode="json")
+
+
+def side_releases(recipes: Any, records: Any) -> list[dict[str, Any]]:
+    return side.side_releases(list(recipes or []), dict(records or {}))
+
+
+def release_groups(plans: Any, main: Any) -> list[dict[str, Any]]:
+    """The plans by the release each runs from, the main release (`main`: its path and vllm_version) first: each
+    group's argv is checked by its own release's parser."""
+    main = dict(main or {})
+    groups: dict[str, dict[str, Any]] = {}
+    for name, served in dict(plans or {}).items():
+        release = served.get("release") or {}
+        path = release.get("path") or main.get("path")
+        version = release.get("vllm_version") if release.get("path") else main.get("vllm_version")
+        group = groups.setdefault(str(path), {"path": path, "vllm_version": version, "plans": {}})
+        group["plans"][name] = served
+    return sorted(groups.values(), key=lambda g: g["path"] != main.get("path"))
 
 
 def journal_grep(_ignored: Any) -> str:

@@ -82,6 +82,8 @@ class InstanceObservation(Loose):
 
 class ServeObservation(Loose):
     release: dict[str, Any] | None = None
+    # The releases installed beside current (host_facts' side_releases): an instance whose plan names one runs on it.
+    side_releases: list[dict[str, Any]] = Field(default_factory=list)
     host_plan: dict[str, Any] | None = None
     plan_error: str | None = None
     instances: list[InstanceObservation] = Field(default_factory=list)

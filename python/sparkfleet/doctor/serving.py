@@ -157,6 +157,7 @@ def _plan_findings(
                 check="release",
                 status=Status.GREEN if same else Status.YELLOW,
                 detail=f"{release.get('id')} (vLLM {release.get('vllm_version')})"
+                + (f", {release['name']} beside the main release" if release.get("name") else "")
                 + ("" if same else f"; the plan was made for vLLM {plan.get('vllm_version')}: re-run the site playbook"),
             )
         )
@@ -187,6 +188,18 @@ def _plan_vs_vllm(said: dict[str, Any], plan: dict[str, Any], area: str) -> Find
     if "init_s" in said:
         parts.append(f"engine init {said['init_s']:.0f} s")
     return Finding(area=area, check="plan vs vLLM", status=worst, detail="; ".join(parts))
+
+
+def release_of(
+    plan: dict[str, Any] | None, main: dict[str, Any] | None, sides: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The release an instance runs from: the one beside current its plan names (as the host has it), else current."""
+    chosen = (plan or {}).get("release") or {}
+    if not chosen.get("path"):
+        return main
+    found = next((side for side in sides if side.get("path") == chosen["path"]), None)
+    # Its plan names a release the host no longer has: the check says so rather than judging it against current.
+    return found or {"id": chosen.get("id"), "vllm_version": "none (not on the host)", "name": chosen.get("name")}
 
 
 def instance_findings(obs: InstanceObservation, release: dict[str, Any] | None) -> list[Finding]:
@@ -367,7 +380,7 @@ def serve_findings(serve: ServeObservation, host: HostObservation | None, floor_
         )
     out += guard_findings(serve, host.facts if host is not None else {})
     for instance in serve.instances:
-        out += instance_findings(instance, serve.release)
+        out += instance_findings(instance, release_of(instance.applied_plan, serve.release, serve.side_releases))
         out += start_findings(instance)
     return out
 

@@ -38,7 +38,7 @@ from .profile import (
     UnifiedPool,
     check_template_kwargs,
 )
-from .release import ReleaseRecord
+from .release import ReleaseChoice, ReleaseRecord, SideRelease
 
 __all__ = [
     "COMPRESS_RATIOS",
@@ -69,11 +69,13 @@ __all__ = [
     "ProfileArg",
     "ProfileEnv",
     "Reason",
+    "ReleaseChoice",
     "ReleaseRecord",
     "RingCache",
     "RingKind",
     "ServePlan",
     "ServeProfile",
+    "SideRelease",
     "SpeculativeMethod",
     "SpeculativeSupport",
     "StateLayerKind",

@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from .base import Strict
 from .host import Platform
 from .intent import ClusterBackend, LoadStrategy
+from .release import ReleaseChoice
 from .speed import SpeedPrediction
 
 
@@ -132,6 +133,8 @@ class ServePlan(Strict):
     # Its speed on its Sparks (sparkfleet.planning.speedplan); None off GB10, in a layout not one GPU a Spark, or
     # without what a step reads (the plan's warnings say which).
     speed: SpeedPrediction | None = None
+    # The release beside the host's main one that it runs from, and why (None: the main release, `current`).
+    release: ReleaseChoice | None = None
 
     @model_validator(mode="after")
     def _argv_is_made_from_the_flags(self) -> ServePlan:

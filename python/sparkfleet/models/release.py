@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from ..versions import VllmVersion
 from .base import Strict
 
 
@@ -30,3 +31,36 @@ class ReleaseRecord(Strict):
         if listed is None and flag == "--kv-cache-dtype" and self.kv_cache_dtypes:
             return self.kv_cache_dtypes
         return listed
+
+
+class SideRelease(Strict):
+    """A release installed beside the host's main one (vllm_install_releases): what an instance that names it, or
+    that the main release cannot load, is planned against and runs from."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,39}$")]
+    vllm_version: Annotated[str, Field(min_length=1, max_length=80)]
+    # The release id and its directory on the host, once locked (None while only planned).
+    id: str | None = None
+    path: str | None = None
+    capabilities: tuple[str, ...] = ()
+    prebuilt_kernels: str | None = None
+    record: ReleaseRecord | None = None
+
+    @model_validator(mode="after")
+    def _version_of_the_record(self) -> SideRelease:
+        """Its record names the version it was built as: the release is that one (as for the main release)."""
+        if self.record is not None and VllmVersion.parse(self.record.vllm_version) != VllmVersion.parse(self.vllm_version):
+            raise ValueError(
+                f"vllm_version {self.vllm_version} is not the release record's own version {self.record.vllm_version}"
+            )
+        return self
+
+
+class ReleaseChoice(Strict):
+    """The release an instance runs from and why: None name is the host's main release (`current`)."""
+
+    name: str | None = None
+    id: str | None = None
+    path: str | None = None
+    vllm_version: str
+    why: str

@@ -247,7 +247,7 @@ def resolve(host: HostFacts, profile: ModelProfile, intent: Intent, drafter: Mod
             f"{profile.id} loads with stock vLLM {profile.min_vllm} to {profile.max_vllm} only, target is {version}: "
             f"{profile.sources['max_vllm']}",
             (
-                f"vllm_version {profile.max_vllm} (vllm_install_version on the host)",
+                f"vllm_version {profile.max_vllm} (on a host: a release of it in vllm_install_releases)",
                 "a checkpoint the target's loader reads",
             ),
         )

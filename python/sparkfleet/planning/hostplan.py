@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import urllib.parse
+from collections.abc import Mapping
 from typing import Annotated
 
 from pydantic import Field, field_validator
@@ -20,11 +22,13 @@ from ..models import (
     NodePlacement,
     Platform,
     ServePlan,
+    SideRelease,
     Strict,
 )
 from . import memory as mem
 from .memguard import GuardPlan, guard_plan
 from .planner import plan
+from .releases import plan_on_release
 
 # Instance names become unit names (sparkfleet-vllm-<name>.service) and directory names.
 _INSTANCE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
@@ -50,6 +54,8 @@ class InstanceRequest(Strict):
     placement: NodePlacement | None = None
     # Not kept running: the front door starts it on the first request for its model and stops it idle.
     on_demand: bool = False
+    # The release it runs from, by its name in vllm_install_releases; None: the main one, else the newest that loads it.
+    release: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,39}$")] | None = None
     idle_stop_after_s: Annotated[int, Field(ge=60, le=7 * 86400)] = IDLE_STOP_AFTER_S
 
     @field_validator("name")
@@ -263,20 +269,31 @@ def _admit_starts(host: HostFacts, requests: list[InstanceRequest], plans: dict[
             )
 
 
-def _plan_each(host: HostFacts, requests: list[InstanceRequest], label: str) -> dict[str, ServePlan]:
-    """Each instance's plan; a refusal names the instance and its place in the list."""
+def _plan_request(facts: HostFacts, request: InstanceRequest) -> ServePlan:
+    return plan(
+        facts,
+        request.profile,
+        request.intent,
+        model_ref=request.model_ref,
+        drafter=request.drafter,
+        model_dir=request.model_dir,
+        model_fs=request.model_fs,
+        placement=request.placement,
+    )
+
+
+def _plan_each(
+    host: HostFacts, requests: list[InstanceRequest], label: str, releases: Mapping[str, SideRelease]
+) -> dict[str, ServePlan]:
+    """Each instance's plan, on its release; a refusal names the instance and its place in the list."""
     plans: dict[str, ServePlan] = {}
     for index, request in enumerate(requests):
         try:
-            plans[request.name] = plan(
+            plans[request.name] = plan_on_release(
                 host,
-                request.profile,
-                request.intent,
-                model_ref=request.model_ref,
-                drafter=request.drafter,
-                model_dir=request.model_dir,
-                model_fs=request.model_fs,
-                placement=request.placement,
+                request.release,
+                releases,
+                functools.partial(_plan_request, request=request),
             )
         except PlanError as exc:
             raise type(exc)(f"{label}[{index}] ({request.name}) {exc.variable}", exc.problem, exc.suggestions) from exc
@@ -327,11 +344,16 @@ def _check_fit(
 
 
 def plan_host(
-    host: HostFacts, requests: list[InstanceRequest], label: str = "instances", behind_door: bool = False
+    host: HostFacts,
+    requests: list[InstanceRequest],
+    label: str = "instances",
+    behind_door: bool = False,
+    releases: Mapping[str, SideRelease] | None = None,
 ) -> HostPlan:
     """Plan each instance, then refuse a set that clashes on a port or does not fit in memory together.
 
     behind_door: the front door is the only way in, so every instance that serves an API here does so on its socket.
+    releases: the releases installed beside the main one, by name (planning/releases.py picks each instance's).
     """
     _check_names_and_ports(requests, label)
     if behind_door:
@@ -341,7 +363,7 @@ def plan_host(
             else r
             for r in requests
         ]
-    plans = _plan_each(host, requests, label)
+    plans = _plan_each(host, requests, label, releases or {})
     reserve, usable = _host_room(host, requests, len(plans))
     always = {r.name: footprint_gib(plans[r.name]) for r in requests if not r.on_demand}
     switched = {r.name: footprint_gib(plans[r.name]) for r in requests if r.on_demand}

@@ -136,3 +136,30 @@ def test_accounts_by_prefix_are_reported_beside_the_named_ones() -> None:
     assert found["users"][first.pw_name]["uid"] == first.pw_uid
     assert set(found["users"]) == expected | {"root", "no-such-account-here"}
     assert host_state.accounts([], [], None) == {"users": {}, "groups": {}}
+
+
+def test_releases_beside_current_are_reported_by_the_name_their_manifest_carries(tmp_path: Path) -> None:
+    for name, version, side in (("cpu-0.32.0-abc", "0.32.0+cpu", None), ("cpu-0.30.0-def", "0.30.0+cpu", "older")):
+        release = tmp_path / "releases" / name
+        dist = release / "lib" / "python3.11" / "site-packages" / f"vllm-{version}.dist-info"
+        dist.mkdir(parents=True)
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+        manifest = {"release_id": name, "side_name": side, "vllm_version": version.split("+")[0]}
+        (release / ".sparkfleet-release.json").write_text(json.dumps(manifest))
+    (tmp_path / "releases" / "cpu-0.30.0-def" / ".sparkfleet-record.json").write_text(
+        json.dumps({"vllm_version": "0.30.0+cpu", "architectures": ["LlamaForCausalLM"]})
+    )
+    (tmp_path / "current").symlink_to(tmp_path / "releases" / "cpu-0.32.0-abc")
+    assert host_state.side_releases(str(tmp_path / "current")) == [
+        {
+            "name": "older",
+            "vllm_version": "0.30.0",
+            "id": "cpu-0.30.0-def",
+            "path": str(tmp_path / "releases" / "cpu-0.30.0-def"),
+            "capabilities": [],
+            "prebuilt_kernels": None,
+            "record": {"vllm_version": "0.30.0+cpu", "architectures": ["LlamaForCausalLM"]},
+        }
+    ]
+    # A host that never installed a release has none beside it.
+    assert host_state.side_releases(str(tmp_path / "nowhere" / "current")) == []

@@ -119,3 +119,21 @@ def test_the_caches_pruned_are_those_the_unit_compiles_into() -> None:
     per_release = [word.split("~ '/")[1].split("'")[0] for word in unit.split("__vllm_serve_cache_base ")[1:]
                    if "__vllm_serve_kernels" in word.split(")")[0]]  # fmt: skip
     assert sorted(per_release) == sorted(kinds)
+
+
+def test_a_release_installed_beside_current_is_never_pruned_and_not_counted(tmp_path: Path) -> None:
+    # side is older than every main release but one: keep 1 would prune it, were it not pinned.
+    root = make_root(tmp_path, ["r1", "side", "r2", "r3"])
+    (root / "current").symlink_to(root / "releases" / "r2")
+    args = {
+        "root": str(root),
+        "release": str(root / "releases" / "r3"),
+        "keep": 1,
+        "pinned": [str(root / "releases" / "side")],
+    }
+    done = run_module("release_switch", args)
+    # r3 is kept (newest), r2 is previous, side is pinned: only r1 goes.
+    assert done["pruned"] == [str(root / "releases" / "r1"), str(root / "build" / "r1")]
+    assert sorted(path.name for path in (root / "releases").iterdir()) == ["r2", "r3", "side"]
+    unpinned = run_module("release_switch", {**args, "pinned": [], "keep": 0})
+    assert unpinned["pruned"] == [str(root / "releases" / "side"), str(root / "build" / "side")]

@@ -45,7 +45,21 @@ def plan_metrics(host_plan: HostPlan, th: Thresholds) -> str:
     for name, help_text, value_of in per_instance:
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
         lines += [_sample(name, value_of(p), {"sparkfleet_instance": n}) for n, p in instances]
+    # Which release each instance runs from (vllm_install_releases): "main" is current's.
+    info = "sparkfleet_plan_instance_release_info"
+    lines += [f"# HELP {info} the vLLM release each instance runs from (1 for the one it runs)", f"# TYPE {info} gauge"]
+    lines += [_sample(info, 1, _release_labels(n, p)) for n, p in instances]
     return "\n".join(lines) + "\n"
+
+
+def _release_labels(name: str, served: ServePlan) -> dict[str, str]:
+    release = served.release
+    return {
+        "sparkfleet_instance": name,
+        "release": release.name if release is not None and release.name else "main",
+        "release_id": (release.id or "") if release is not None else "",
+        "vllm_version": served.vllm_version,
+    }
 
 
 class ScrapedHost(Strict):
