@@ -105,6 +105,11 @@ def test_a_side_release_takes_the_main_inputs_and_replaces_only_what_it_names() 
     assert older["inputs"]["patches"] == []
     (pinned,) = side_release_inputs(MAIN_INPUTS, [{"name": "pinned", "vllm_version": "0.32.0", "extra_packages": []}])
     assert pinned["inputs"]["extra_packages"] == []
+    # A nightly locks from its own wheel index beside PyPI.
+    nightly_index = "https://wheels.vllm.ai/0123456789abcdef0123456789abcdef01234567"
+    entry = {"name": "nightly", "vllm_version": "0.34.0", "index_urls": [nightly_index]}
+    (nightly,) = side_release_inputs(MAIN_INPUTS, [entry])
+    assert nightly["inputs"]["index_urls"] == [nightly_index] and MAIN_INPUTS["index_urls"] == []
 
 
 @pytest.mark.parametrize(
@@ -119,8 +124,8 @@ def test_a_side_release_takes_the_main_inputs_and_replaces_only_what_it_names() 
             "takes capabilities",
         ),
         (
-            {"name": "older", "vllm_version": "0.30.0", "index_urls": []},
-            "vllm_install_releases[0].index_urls",
+            {"name": "older", "vllm_version": "0.30.0", "lock_file": "locks/older.json"},
+            "vllm_install_releases[0].lock_file",
             "shared by all",
         ),
     ],

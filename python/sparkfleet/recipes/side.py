@@ -26,6 +26,8 @@ SIDE_KEYS = {
     "extra_packages": "extra_packages",
     "excludes": "excludes",
     "capabilities": "capabilities",
+    # A nightly's own wheel index (vLLM's per-commit index): the release locks from it beside PyPI.
+    "index_urls": "index_urls",
 }
 # What follows the source: a side release from PyPI carries none of the main release's fork fields, and the reverse.
 _SOURCE_FIELDS = ("vllm_git_repo", "vllm_git_ref", "precompiled_wheel", "capabilities")
@@ -50,7 +52,7 @@ def side_release_inputs(main: dict[str, Any], releases: list[Any]) -> list[dict[
             raise PlanError(
                 f"{label}.{unknown[0]}",
                 f"is not a key of a side release; it takes {', '.join(sorted(SIDE_KEYS))} "
-                "(patches, the lock file and the package indexes are the main release's, shared by all)",
+                "(patches and the lock file are the main release's, shared by all)",
             )
         if "vllm_version" not in item and item.get("source") != "git":
             raise PlanError(f"{label}.vllm_version", "a side release names its vLLM version (or source: git)")
