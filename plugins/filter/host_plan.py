@@ -38,7 +38,7 @@ options:
     default: false
   releases:
     description:
-      - The releases installed beside the host's main one (M(sparkfleet.vllm.release_switch) publishes them as
+      - The releases installed beside the host's main one (the vllm_install role publishes them as
         C(vllm_install_side_releases)), each a dict with C(name), C(vllm_version) and, once locked, C(id),
         C(path), C(capabilities), C(prebuilt_kernels) and C(record).
       - An instance with C(release) runs from the release of that name. One without runs from the main release,

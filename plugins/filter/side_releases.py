@@ -12,11 +12,11 @@ author: sparkfleet contributors (@sparkfleet)
 description:
   - Each side release's C(name), C(vllm_version), release C(id), C(path), C(capabilities) and C(prebuilt_kernels)
     from its install recipe, with the record its build wrote (what it implements) where the host has one.
-  - M(sparkfleet.vllm.host_plan) plans each instance against the release it runs from.
+  - P(sparkfleet.vllm.host_plan#filter) plans each instance against the release it runs from.
 positional: records
 options:
   _input:
-    description: The side releases' install recipes (the M(sparkfleet.vllm.side_recipes) lookup).
+    description: The side releases' install recipes (the P(sparkfleet.vllm.side_recipes#lookup) lookup).
     type: list
     elements: dict
     required: true

@@ -13,7 +13,7 @@ description:
   - Each entry of C(vllm_install_releases) takes the main release's install inputs and replaces the keys it names
     (C(vllm_version), C(source), C(git_repo), C(git_ref), C(precompiled_wheel), C(torch_version),
     C(torchvision_version), C(flashinfer_version), C(extra_packages), C(excludes), C(capabilities), C(index_urls)).
-  - Each is locked like the main release (as M(sparkfleet.vllm.release_lock) does, resolved once and kept in I(cache_dir))
+  - Each is locked like the main release (as P(sparkfleet.vllm.release_lock#lookup) does, resolved once and kept in I(cache_dir))
     and returned as its install recipe with its C(name); its release id and directory are its own.
   - A bad entry fails naming C(vllm_install_releases[N].key) and what it takes, before any host changes.
 options:
@@ -57,7 +57,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _raw:
-  description: One install recipe per side release (as M(sparkfleet.vllm.install_recipe) returns it) with its C(name).
+  description: One install recipe per side release (as P(sparkfleet.vllm.install_recipe#filter) returns it) with its C(name).
   type: list
   elements: dict
 """
