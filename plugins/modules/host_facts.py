@@ -123,8 +123,8 @@ ansible_facts:
         - The host in the shape the planner's filters take (platform, arch, glibc, gpu_name, compute_capability,
           driver_version, cuda_version, ptxas_path, mem_total_bytes, mem_available_bytes, unified_memory,
           cuda_free_bytes, cuda_total_bytes, cuda_ceiling_bytes (GB10, with I(cuda_ceiling_file)),
-          vllm_version, vllm_capabilities, release, side_releases (the releases installed beside current), rdma_devices, default_target), with C(accounts), C(packages),
-          C(os_packages) and C(paths) as asked.
+          vllm_version, vllm_capabilities, release, side_releases (the releases installed beside current), rdma_devices,
+          default_target), with C(accounts), C(packages), C(os_packages) and C(paths) as asked.
       type: dict
 """
 
