@@ -14,6 +14,10 @@ import sys
 from ansible_collections.sparkfleet.vllm.plugins.module_utils.cuda_memory import read_cuda_memory
 
 GB10_CAPABILITY = "12.1"
+# In each release directory: what it was built from (build.yml's manifest) and what its build implements (its smoke
+# step's record). The roles read these names from the sparkfleet role's vars, the library from release/record.py.
+RELEASE_MANIFEST = ".sparkfleet-release.json"
+RELEASE_RECORD = ".sparkfleet-record.json"
 # The host's ceiling is measured again only when an idle reading moves by more than this share of CUDA's total:
 # plans follow it, and a plan that moved restarts its instance.
 CEILING_HYSTERESIS = 0.01
@@ -125,10 +129,10 @@ def describe_release(release_dir, with_packages=False):
         found["prebuilt_kernels"] = lock.get("prebuilt_kernels")
         found["kernels_note"] = lock.get("kernels_note")
     # What a fork release declared it carries beyond its version (vllm_install_capabilities).
-    found["capabilities"] = (read_json(os.path.join(real, ".sparkfleet-release.json")) or {}).get("capabilities") or []
+    found["capabilities"] = (read_json(os.path.join(real, RELEASE_MANIFEST)) or {}).get("capabilities") or []
     # What the build itself implements, as its smoke step read it (sparkfleet.release.record_reader); None for a
     # release built before records were kept.
-    found["record"] = read_json(os.path.join(real, ".sparkfleet-record.json"))
+    found["record"] = read_json(os.path.join(real, RELEASE_RECORD))
     if with_packages:
         found["lock_packages"] = (lock or {}).get("packages")
         found["installed_packages"] = installed_packages(real)
@@ -146,7 +150,7 @@ def side_releases(release_dir):
     found = []
     for entry in sorted(os.listdir(releases)):
         path = os.path.join(releases, entry)
-        manifest = read_json(os.path.join(path, ".sparkfleet-release.json")) or {}
+        manifest = read_json(os.path.join(path, RELEASE_MANIFEST)) or {}
         if os.path.islink(path) or not manifest.get("side_name"):
             continue
         described = describe_release(path) or {}

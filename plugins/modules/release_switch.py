@@ -110,6 +110,7 @@ import os
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.host_state import RELEASE_RECORD
 
 
 def link_target(path):
@@ -168,7 +169,7 @@ def release_caches(cache_dir, kinds, release_ids):
 def read_record(release):
     """The release's own record, or None (a release built before records were kept, or one not built yet)."""
     try:
-        with open(os.path.join(release, ".sparkfleet-record.json"), encoding="utf-8") as handle:
+        with open(os.path.join(release, RELEASE_RECORD), encoding="utf-8") as handle:
             found = json.load(handle)
     except (OSError, ValueError):
         return None

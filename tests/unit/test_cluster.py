@@ -182,3 +182,18 @@ def test_ranks_that_load_different_nccl_builds_of_one_version_are_named() -> Non
         assert "vllm-project/vllm#41725" in problems[0]
     # A head whose build is unknown (no NCCL found) compares nothing.
     assert cluster_problems("spark01", {"spark01": _node(), "spark02": system}, "eth0") == []
+
+
+def test_a_member_carries_the_side_release_the_heads_multi_node_instances_run_from_as_one_build() -> None:
+    head = _node(side_releases={"nightly": "gb10-0.34.0-aaa", "older": "gb10-0.30.0-ccc"}, spanning_releases=["nightly"])
+    lacking = _node(side_releases={"older": "gb10-0.30.0-ccc"})
+    assert cluster_problems("spark01", {"spark01": head, "spark02": lacking}, "eth0") == [
+        "spark02 lacks release nightly (gb10-0.34.0-aaa), which spark01's multi-node instances run from: name it in "
+        "the member's vllm_install_releases as on the head"
+    ]
+    other_build = _node(side_releases={"nightly": "gb10-0.34.0-bbb"})
+    assert cluster_problems("spark01", {"spark01": head, "spark02": other_build}, "eth0") == [
+        "spark02's release nightly is gb10-0.34.0-bbb, the head spark01's is gb10-0.34.0-aaa"
+    ]
+    same = _node(side_releases={"nightly": "gb10-0.34.0-aaa"})
+    assert cluster_problems("spark01", {"spark01": head, "spark02": same}, "eth0") == []

@@ -145,3 +145,23 @@ def test_each_release_checks_the_argv_of_the_instances_that_run_from_it_the_main
         (main["path"], "0.32.0", ["a", "c"]),
         (side["path"], "0.30.0", ["b"]),
     ]
+
+
+def _spanning(backend: str) -> dict[str, object]:
+    intent = {"max_context": 8192, "concurrency": 1, "trust_remote_code": True, "nodes": 2, "tensor_parallel_size": 2}
+    return {"name": "wide", "model": NANO, "release": "nightly", "intent": intent | {"cluster_backend": backend}}
+
+
+def test_a_ray_instance_across_nodes_is_refused_on_a_side_release_whose_build_its_workers_would_not_run() -> None:
+    with pytest.raises(PlanError) as err:
+        host_plan(FACTS, [_spanning("ray")], "vllm_serve_instances", False, [NIGHTLY])
+    assert err.value.variable == "vllm_serve_instances[0] (wide) release"
+    assert "Ray's workers run from the main release" in err.value.problem
+    assert "intent.cluster_backend native, whose ranks run from the side release on every member" in err.value.suggestions
+
+
+def test_native_ranks_across_nodes_run_from_the_side_release_they_name() -> None:
+    head = _spanning("native") | {"placement": {"rank": 0, "master_addr": "192.168.100.10", "host_ip": "192.168.100.10"}}
+    plan = host_plan(FACTS, [head], "vllm_serve_instances", False, [NIGHTLY])
+    served = plan.instances["wide"]
+    assert served.nodes == 2 and served.release is not None and served.release.name == "nightly"

@@ -296,6 +296,10 @@ class NodeFacts(Strict):
     interface: bool = True
     addressed: bool = True  # the interface has an IPv4 address (Ray binds it; the units admit its subnet)
     peers: dict[str, bool] = Field(default_factory=dict)  # peer -> answers on the interface
+    # The releases beside the main one (vllm_install_releases), name -> release id (a digest of its lock and patches).
+    side_releases: dict[str, str | None] = Field(default_factory=dict)
+    # The head's: the side releases its multi-node instances name, which every member must carry as the head does.
+    spanning_releases: list[str] = Field(default_factory=list)
 
 
 def package_differences(head: dict[str, str], node: dict[str, str], most: int = 8) -> str:
@@ -340,6 +344,23 @@ def cluster_problems(head: str, nodes: dict[str, NodeFacts], interface: str) -> 
                 "version can be different builds (vllm-project/vllm#41725); every rank must load the same library"
             )
         problems += model_differences(name, node.models, head, reference.models)
+        problems += side_release_differences(name, node, head, reference)
+    return problems
+
+
+def side_release_differences(name: str, node: NodeFacts, head: str, reference: NodeFacts) -> list[str]:
+    """A release both carry is one build on both (its id digests its lock and patches); a member lacks none the
+    head's multi-node instances run from, so every rank runs the build that was planned."""
+    problems = []
+    for release in sorted(set(reference.side_releases) | set(reference.spanning_releases)):
+        wanted, found = reference.side_releases.get(release), node.side_releases.get(release)
+        if release not in node.side_releases and release in reference.spanning_releases:
+            problems.append(
+                f"{name} lacks release {release} ({wanted or 'unbuilt'}), which {head}'s multi-node instances run "
+                "from: name it in the member's vllm_install_releases as on the head"
+            )
+        elif release in node.side_releases and found != wanted:
+            problems.append(f"{name}'s release {release} is {found or 'unbuilt'}, the head {head}'s is {wanted or 'none'}")
     return problems
 
 

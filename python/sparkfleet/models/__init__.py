@@ -38,11 +38,12 @@ from .profile import (
     UnifiedPool,
     check_template_kwargs,
 )
-from .release import ReleaseChoice, ReleaseRecord, SideRelease
+from .release import RELEASE_NAME_PATTERN, ReleaseChoice, ReleaseRecord, SideRelease
 
 __all__ = [
     "COMPRESS_RATIOS",
     "GIB",
+    "RELEASE_NAME_PATTERN",
     "WILDCARDS",
     "AnswerCheck",
     "AttentionShape",

@@ -33,11 +33,15 @@ class ReleaseRecord(Strict):
         return listed
 
 
+# A side release's name (vllm_install_releases[].name, an instance's release): it names a directory and a label.
+RELEASE_NAME_PATTERN = r"^[a-z0-9][a-z0-9.-]{0,39}$"
+
+
 class SideRelease(Strict):
     """A release installed beside the host's main one (vllm_install_releases): what an instance that names it, or
     that the main release cannot load, is planned against and runs from."""
 
-    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,39}$")]
+    name: Annotated[str, Field(pattern=RELEASE_NAME_PATTERN)]
     vllm_version: Annotated[str, Field(min_length=1, max_length=80)]
     # The release id and its directory on the host, once locked (None while only planned).
     id: str | None = None

@@ -14,6 +14,7 @@ from pydantic import Field, field_validator
 from ..errors import InfeasibleError, PlanError
 from ..models import (
     GIB,
+    RELEASE_NAME_PATTERN,
     WILDCARDS,
     ClusterBackend,
     HostFacts,
@@ -55,7 +56,7 @@ class InstanceRequest(Strict):
     # Not kept running: the front door starts it on the first request for its model and stops it idle.
     on_demand: bool = False
     # The release it runs from, by its name in vllm_install_releases; None: the main one, else the newest that loads it.
-    release: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,39}$")] | None = None
+    release: Annotated[str, Field(pattern=RELEASE_NAME_PATTERN)] | None = None
     idle_stop_after_s: Annotated[int, Field(ge=60, le=7 * 86400)] = IDLE_STOP_AFTER_S
 
     @field_validator("name")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ..errors import PlanError
-from ..models import HostFacts, ReleaseChoice, ServePlan, SideRelease
+from ..models import ClusterBackend, HostFacts, ReleaseChoice, ServePlan, SideRelease
 from ..versions import VllmVersion
 
 # The planner names a refusal that another build could lift by this variable (planning/choices.py, buildcheck.py).
@@ -38,6 +38,23 @@ def newest_first(releases: Mapping[str, SideRelease]) -> list[SideRelease]:
     return sorted(releases.values(), key=lambda r: (VllmVersion.parse(r.vllm_version), r.name), reverse=True)
 
 
+def _one_node(served: ServePlan, release: SideRelease, why: str) -> ServePlan:
+    """A side release serves no Ray instance across nodes: its workers are the Ray cluster's processes, which every
+    member starts from its main release (ray_cluster), so they would run another build than the one planned. Ranks
+    of their own (the native backend) run from the release's venv on each member; the cluster check compares its id."""
+    if served.nodes == 1 or served.cluster_backend is not ClusterBackend.RAY:
+        return served
+    raise PlanError(
+        "release",
+        f"{release.name} (vLLM {release.vllm_version}, {why}) would serve a Ray instance on {served.nodes} nodes, "
+        "but Ray's workers run from the main release every member starts its Ray cluster from",
+        (
+            f"vllm_install_vllm_version {release.vllm_version} on every member, so the cluster's main release loads it",
+            "intent.cluster_backend native, whose ranks run from the side release on every member",
+        ),
+    )
+
+
 def plan_on_release(
     host: HostFacts,
     named: str | None,
@@ -55,7 +72,9 @@ def plan_on_release(
                 f"{named!r} is not a release of this host (vllm_install_releases names {known})",
                 ("a name from vllm_install_releases", "no release: the main one, else the newest that loads the model"),
             )
-        return plan_one(on_release(host, release)).model_copy(update={"release": _choice(release, NAMED)})
+        return _one_node(plan_one(on_release(host, release)), release, NAMED).model_copy(
+            update={"release": _choice(release, NAMED)}
+        )
     try:
         return plan_one(host)
     except PlanError as refused:
@@ -73,7 +92,7 @@ def plan_on_release(
             f"the main release (vLLM {host.vllm_version}) does not load it ({main_refusal.problem}); {release.name} "
             f"(vLLM {release.vllm_version}) is the newest release beside it that does"
         )
-        return served.model_copy(update={"release": _choice(release, why)})
+        return _one_node(served, release, why).model_copy(update={"release": _choice(release, why)})
     tried = ", ".join(f"{r.name} (vLLM {r.vllm_version})" for r in newest_first(releases))
     raise PlanError(
         main_refusal.variable,

@@ -8,11 +8,12 @@ import re
 from typing import Any
 
 from ..errors import PlanError
+from ..models import RELEASE_NAME_PATTERN
 from ..release import Lock
 from .steps import inputs_from, recipe
 
 VARIABLE = "vllm_install_releases"
-_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{0,39}$")
+_NAME = re.compile(RELEASE_NAME_PATTERN)
 # A side release's keys, as the role spells them, and the install input each replaces.
 SIDE_KEYS = {
     "vllm_version": "vllm_version",

@@ -163,3 +163,13 @@ def test_releases_beside_current_are_reported_by_the_name_their_manifest_carries
     ]
     # A host that never installed a release has none beside it.
     assert host_state.side_releases(str(tmp_path / "nowhere" / "current")) == []
+
+
+def test_the_release_files_have_one_name_for_the_roles_the_modules_and_the_library() -> None:
+    import yaml
+
+    from sparkfleet.release.record import RECORD_FILE
+
+    published = yaml.safe_load((Path(__file__).parents[3] / "roles" / "sparkfleet" / "vars" / "main.yml").read_text())
+    assert published["sparkfleet_release_record_file"] == host_state.RELEASE_RECORD == RECORD_FILE
+    assert published["sparkfleet_release_manifest_file"] == host_state.RELEASE_MANIFEST
