@@ -36,6 +36,7 @@ LIBRARY_MODULES = (
     "sparkfleet.planning.planner",
     "sparkfleet.recipes",
     "sparkfleet.recipes.side",
+    "sparkfleet.release.footprint",
     "sparkfleet.resolver",
     "sparkfleet.hostconfig.webui",
 )

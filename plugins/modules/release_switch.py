@@ -55,6 +55,14 @@ options:
     elements: path
     default: []
     version_added: 0.15.0
+  units_dir:
+    description:
+      - Where the host's systemd units are. A release that a unit of sparkfleet's (C(sparkfleet*.service)) still runs
+        from is never pruned, whatever O(keep) says, and is reported in RV(in_use); an instance no longer listed but
+        still installed keeps its release until its unit is gone.
+    type: path
+    default: /etc/systemd/system
+    version_added: 0.15.0
 attributes:
   check_mode:
     description: Reports the links it would change and the releases it would remove.
@@ -92,6 +100,12 @@ previous:
   description: The release previous points at afterwards (empty when there is none).
   returned: always
   type: str
+in_use:
+  description: Releases beyond O(keep) left in place because a unit still runs from them.
+  returned: always
+  type: list
+  elements: str
+  version_added: 0.15.0
 pruned:
   description: The release and build directories removed, and their compile caches (or, in check mode, those that would be).
   returned: always
@@ -105,6 +119,7 @@ record:
   type: dict
 """
 
+import glob
 import json
 import os
 import shutil
@@ -125,6 +140,18 @@ def point(link, target):
         os.unlink(temporary)
     os.symlink(target, temporary)
     os.replace(temporary, link)
+
+
+def units_running_from(units_dir, releases):
+    """Of the releases, those a sparkfleet unit's text names (its ExecStart, PATH or caches lie in the release)."""
+    texts = []
+    for path in sorted(glob.glob(os.path.join(units_dir or "", "sparkfleet*.service"))):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                texts.append(handle.read())
+        except OSError:
+            continue
+    return sorted(release for release in releases if any(release.rstrip("/") + "/" in text for text in texts))
 
 
 def prune_candidates(root, keep, protected, pinned=frozenset()):
@@ -185,6 +212,7 @@ def main():
             "cache_dir": {"type": "path"},
             "cache_kinds": {"type": "list", "elements": "str", "default": []},
             "pinned": {"type": "list", "elements": "path", "default": []},
+            "units_dir": {"type": "path", "default": "/etc/systemd/system"},
         },
         supports_check_mode=True,
     )
@@ -204,6 +232,9 @@ def main():
         after["previous"] = before["current"]
     pinned = frozenset(os.path.realpath(path) for path in module.params["pinned"])
     pruned = prune_candidates(root, keep, {after["current"], after["previous"]}, pinned) if keep is not None else []
+    # A release a unit still runs from stays (with its build inputs), or the unit's next start finds nothing.
+    in_use = units_running_from(module.params["units_dir"], [p for p in pruned if os.path.dirname(p).endswith("releases")])
+    pruned = [p for p in pruned if p not in in_use and os.path.join(root, "releases", os.path.basename(p)) not in in_use]
     gone = sorted({os.path.basename(path) for path in pruned})
     caches, linked = release_caches(module.params["cache_dir"], module.params["cache_kinds"], gone)
     pruned += caches
@@ -221,6 +252,7 @@ def main():
         previous=after["previous"],
         pruned=pruned,
         caches_left=linked,
+        in_use=in_use,
         record=read_record(resolved),
         diff={"before": before, "after": after},
     )

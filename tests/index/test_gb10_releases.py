@@ -24,6 +24,7 @@ from sparkfleet.hostconfig.ncclrules import nccl_graphs_problem
 from sparkfleet.models import Platform
 from sparkfleet.recipes import inputs_from
 from sparkfleet.release import LockRequest, cubins, parse_lock, target_for
+from sparkfleet.release.footprint import release_footprint
 from sparkfleet.resolver import compile_lock, download_wheelhouse, lock_for, uv_requirement
 from sparkfleet.versions import NEWEST_RELEASE
 
@@ -45,6 +46,12 @@ def test_an_empty_version_locks_the_newest_gb10_release() -> None:
     assert lock.packages["vllm"] == NEWEST_RELEASE["gb10"] == "0.33.0"
     # vLLM 0.33.0's own torch pin, CUDA 13 (the issue's resolve of 2026-11: torch 2.14.0, FlashInfer 0.7.2.post1).
     assert lock.packages["torch"] == exact_pin(requires_dist("vllm", "0.33.0"), "torch")
+    # What it takes on a Spark before anything is downloaded: every package's aarch64 / CPython 3.12 wheel found on
+    # PyPI by the hashes the lock pins, its central directory read by ranges; CUDA's libraries weigh most.
+    footprint = release_footprint(lock)
+    print(f"gb10 {lock.release_id}: {footprint.bytes / 2**30:.2f} GiB, {[(p.name, p.bytes) for p in footprint.largest]}")
+    assert footprint.unmeasured == [] and footprint.packages == len(lock.packages)
+    assert {p.name for p in footprint.largest} & {"torch", "nvidia-cublas", "nvidia-cudnn-cu13", "vllm", "flashinfer-cubin"}
 
 
 @pytest.mark.parametrize("version", GB10_FROM_PYPI)

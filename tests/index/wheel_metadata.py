@@ -11,48 +11,12 @@ import json
 import re
 import urllib.request
 import zipfile
-from typing import Any
+
+from sparkfleet.release.ranges import RangeFile
+
+__all__ = ["RangeFile", "exact_pin", "requires_dist", "wheel_url"]
 
 SIMPLE = "https://pypi.org/simple/{name}/"
-
-
-class RangeFile(io.RawIOBase):
-    """A read-only seekable file over HTTP ranges."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.pos = 0
-        head = urllib.request.Request(url, method="HEAD")
-        with urllib.request.urlopen(head, timeout=60) as response:
-            self.size = int(response.headers["Content-Length"])
-
-    def seekable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        self.pos = {0: offset, 1: self.pos + offset, 2: self.size + offset}[whence]
-        return self.pos
-
-    def tell(self) -> int:
-        return self.pos
-
-    def read(self, size: int = -1) -> bytes:
-        end = self.size if size < 0 else min(self.size, self.pos + size)
-        if end <= self.pos:
-            return b""
-        request = urllib.request.Request(self.url, headers={"Range": f"bytes={self.pos}-{end - 1}"})
-        with urllib.request.urlopen(request, timeout=120) as response:
-            data: bytes = response.read()
-        self.pos += len(data)
-        return data
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
 
 
 def wheel_url(name: str, version: str, platform_tag: str) -> str:

@@ -21,7 +21,7 @@ from ..models import Intent, Platform
 from ..planning import loading
 from ..planning.planner import plan
 from ..recipes import PLATFORM_PACKAGES, side
-from ..release import Lock
+from ..release import Lock, room
 from . import adapters
 
 
@@ -143,6 +143,30 @@ def install_recipe(inputs: Any, root: Any, lock: Any) -> dict[str, Any]:
 
 def side_releases(recipes: Any, records: Any) -> list[dict[str, Any]]:
     return side.side_releases(list(recipes or []), dict(records or {}))
+
+
+def release_room(building: Any, df_lines: Any, margin_gib: Any) -> dict[str, Any]:
+    """The releases to build (release name -> footprint) against the filesystems the preflight's df lines report
+    ('room LABEL DEVICE FREE_KIB MOUNT'): what each takes, and one problem per filesystem that cannot take them."""
+    filesystems: dict[tuple[str, str], room.Filesystem] = {}
+    for line in df_lines or []:
+        fields = str(line).split()
+        if len(fields) != 5 or fields[0] != "room" or not fields[3].isdigit():
+            continue
+        _, label, device, free_kib, mount = fields
+        found = filesystems.setdefault(
+            (device, mount), room.Filesystem(device=device, mount=mount, free_bytes=int(free_kib) * 1024, holds=[])
+        )
+        found.holds.append(label)
+    try:
+        releases = [room.Building(name=str(name), footprint=fp) for name, fp in dict(building or {}).items()]
+        margin = float(margin_gib)
+    except (ValidationError, TypeError) as exc:
+        raise ValueError(f"release_room: {exc}") from exc
+    return {
+        "problems": room.room_problems(releases, list(filesystems.values()), margin),
+        "releases": [room.describe(r) for r in releases],
+    }
 
 
 def release_groups(plans: Any, main: Any) -> list[dict[str, Any]]:

@@ -109,6 +109,9 @@ class Recipe(Strict):
     excludes: list[str]
     lock: Lock
     lock_summary: dict[str, str | None]
+    # Where its wheels come from (the indexes beside PyPI, the controller's find-links): what its footprint reads.
+    index_urls: list[str] = Field(default_factory=list)
+    lock_find_links: list[str] = Field(default_factory=list)
     steps: list[Step]
     smoke: list[Step]
     # The name of the smoke step that prints the JSON report the role checks.
@@ -379,6 +382,8 @@ def recipe(inputs: InstallInputs, lock: Lock, root: str) -> Recipe:
         vllm_version=lock.vllm_version,
         lock=lock,
         lock_summary=lock.summary(),
+        index_urls=list(pkgs.index_urls),
+        lock_find_links=list(inputs.lock_find_links),
         steps=steps,
         smoke=_smoke_steps(inputs, lock, at, expected),
         expected_platform=expected,

@@ -137,3 +137,22 @@ def test_a_release_installed_beside_current_is_never_pruned_and_not_counted(tmp_
     assert sorted(path.name for path in (root / "releases").iterdir()) == ["r2", "r3", "side"]
     unpinned = run_module("release_switch", {**args, "pinned": [], "keep": 0})
     assert unpinned["pruned"] == [str(root / "releases" / "side"), str(root / "build" / "side")]
+
+
+def test_a_release_a_unit_still_runs_from_is_never_pruned_until_the_unit_is_gone(tmp_path: Path) -> None:
+    root = make_root(tmp_path / "root", ["side", "r1", "r2"])
+    units = tmp_path / "units"
+    units.mkdir()
+    (root / "current").symlink_to(root / "releases" / "r2")
+    (root / "previous").symlink_to(root / "releases" / "r1")
+    # An instance no longer listed whose unit is still installed: it runs from the unlisted side release.
+    unit = units / "sparkfleet-vllm-tiny-old.service"
+    unit.write_text(f"[Service]\nExecStart={root}/releases/side/bin/vllm serve /models/tiny\n")
+    args = {"root": str(root), "release": str(root / "releases" / "r2"), "keep": 0, "units_dir": str(units)}
+    kept = run_module("release_switch", args)
+    assert kept["changed"] is False and kept["pruned"] == [] and kept["in_use"] == [str(root / "releases" / "side")]
+    assert (root / "releases" / "side").is_dir() and (root / "build" / "side").is_dir()
+    unit.unlink()
+    gone = run_module("release_switch", args)
+    assert gone["pruned"] == [str(root / "releases" / "side"), str(root / "build" / "side")] and gone["in_use"] == []
+    assert sorted(path.name for path in (root / "releases").iterdir()) == ["r1", "r2"]
