@@ -12,7 +12,9 @@ author: sparkfleet contributors (@sparkfleet)
 description:
   - Each entry of C(vllm_install_releases) takes the main release's install inputs and replaces the keys it names
     (C(vllm_version), C(source), C(git_repo), C(git_ref), C(precompiled_wheel), C(torch_version),
-    C(torchvision_version), C(flashinfer_version), C(extra_packages), C(excludes), C(capabilities), C(index_urls)).
+    C(torchvision_version), C(flashinfer_version), C(extra_packages), C(excludes), C(capabilities), C(index_urls)),
+    and carries its own C(patches), whose contents, read on the controller where the file lookup finds them, are part
+    of its release id.
   - Each is locked like the main release (as P(sparkfleet.vllm.release_lock#lookup) does, resolved once and kept in I(cache_dir))
     and returned as its install recipe with its C(name); its release id and directory are its own.
   - A bad entry fails naming C(vllm_install_releases[N].key) and what it takes, before any host changes.
@@ -62,6 +64,7 @@ _raw:
   elements: dict
 """
 
+import hashlib
 from pathlib import Path
 
 from ansible.errors import AnsibleLookupError
@@ -79,8 +82,9 @@ class LookupModule(LookupBase):
         if len(terms) != 1 or not isinstance(terms[0], dict):
             raise AnsibleLookupError("side_recipes: one term, the dict of the main release's install inputs")
         cache = self.get_option("cache_dir")
+        releases = plain(self.get_option("releases"))
         try:
-            sides = side.side_release_inputs(plain(terms[0]), plain(self.get_option("releases")))
+            sides = side.side_release_inputs(plain(terms[0]), releases, self._patch_sha256s(variables, releases))
             out = []
             for entry in sides:
                 lock = resolver.lock_for(
@@ -94,3 +98,26 @@ class LookupModule(LookupBase):
         except ValueError as exc:
             raise AnsibleLookupError(f"side_recipes: {exc}") from exc
         return out
+
+    def _patch_sha256s(self, variables, releases):
+        """Each side release's patches by content, read on the controller where the file lookup finds them."""
+        found = {}
+        for index, item in enumerate(releases or []):
+            if not isinstance(item, dict) or not isinstance(item.get("patches"), list):
+                continue
+            hashes = []
+            for number, patch in enumerate(item["patches"]):
+                src = patch.get("src") if isinstance(patch, dict) else None
+                path = (
+                    self.find_file_in_search_path(variables, "files", src, ignore_missing=True)
+                    if isinstance(src, str)
+                    else None
+                )
+                if not path:
+                    raise AnsibleLookupError(
+                        f"side_recipes: vllm_install_releases[{index}].patches[{number}].src: {src!r} is not a file on the controller"
+                    )
+                with open(path, "rb") as handle:
+                    hashes.append(hashlib.sha256(handle.read()).hexdigest())
+            found[str(item.get("name"))] = hashes
+        return found

@@ -6,15 +6,12 @@ Everything that reads the network or the disk for a release lives here; the rule
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,6 +44,7 @@ from .release import (
     requirements_in,
     torch_cuda,
 )
+from .release.cachefile import locked
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 RESOLVE_TIMEOUT_S = 600
@@ -239,17 +237,6 @@ def _compile(request: LockRequest, uv: str, naming: Naming, cutoff: str | None) 
         return outfile.read_text(encoding="utf-8")
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lck"), "w", encoding="utf-8") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def cached_lock(
     request: LockRequest, cache_dir: Path = DEFAULT_CACHE, relock: bool = False, naming: Naming = "role"
 ) -> tuple[Lock, bool]:
@@ -259,7 +246,7 @@ def cached_lock(
     published since; `relock` resolves again. Concurrent forks wait for the first resolve.
     """
     path = cache_dir / f"{request.fingerprint()}.json"
-    with _locked(path):
+    with locked(path):
         cached = Lock.model_validate_json(path.read_text(encoding="utf-8")) if path.exists() else None
         if cached is not None and not relock:
             return cached, False
@@ -392,7 +379,7 @@ def uv_requirement(version: str, cache_dir: Path | None = DEFAULT_CACHE, uv: str
             raise PlanError("vllm_install_uv_version", f"uv {version} does not resolve on the index: {reason[0].strip()}")
         text = _checked_uv_requirement(outfile.read_text(encoding="utf-8"), version)
     if path is not None:
-        with _locked(path):
+        with locked(path):
             tmp_path = path.with_suffix(".tmp")
             tmp_path.write_text(text, encoding="utf-8")
             tmp_path.replace(path)

@@ -65,7 +65,7 @@ def test_each_wheel_counts_its_listed_files_in_whole_blocks_and_what_no_link_has
     assert found.unmeasured == ["elsewhere 1.0 (no wheel for x86_64-manylinux_2_36 on no index)"]
     # A footprint with a package unmeasured is measured again next time; a whole one is kept beside the locks.
     assert cached_footprint(lock, tmp_path / "cache", (), [str(links)]) == found
-    assert not list((tmp_path / "cache").glob("*.footprint.json"))
+    assert not list((tmp_path / "cache").rglob("*.json"))
 
 
 FOOTPRINT = {

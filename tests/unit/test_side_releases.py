@@ -8,12 +8,13 @@ import json
 
 import pytest
 from conftest import FIXTURES, spark
+from test_recipes import CPU_LOCK_TEXT, lock_for_inputs
 
 from sparkfleet.boundary.adapters import host_plan, side_releases
 from sparkfleet.boundary.filters import release_groups
 from sparkfleet.catalog import get_profile
 from sparkfleet.errors import PlanError
-from sparkfleet.recipes.side import side_release_inputs
+from sparkfleet.recipes.side import side_recipe, side_release_inputs
 
 GEMMA = "bg-digitalservices/Gemma-4-26B-A4B-it-NVFP4"
 FACTS = spark("0.33.0").model_dump(mode="json")
@@ -112,6 +113,22 @@ def test_a_side_release_takes_the_main_inputs_and_replaces_only_what_it_names() 
     assert nightly["inputs"]["index_urls"] == [nightly_index] and MAIN_INPUTS["index_urls"] == []
 
 
+def test_a_side_release_carries_its_own_patches_in_its_release_id() -> None:
+    fix = {"src": "patches/fork-fix.py", "kind": "overlay", "target": "vllm/model_executor/models/gemma4.py"}
+    entry = {"name": "patched", "vllm_version": "0.30.0", "patches": [fix]}
+    (patched,) = side_release_inputs(MAIN_INPUTS, [entry], {"patched": ["b" * 64]})
+    assert patched["inputs"]["patches"] == [
+        {"name": "fork-fix.py", "kind": "overlay", "target": fix["target"], "strip": 1, "sha256": "b" * 64}
+    ]
+    (stock,) = side_release_inputs(MAIN_INPUTS, [{"name": "stock", "vllm_version": "0.30.0"}])
+    lock = lock_for_inputs(stock["inputs"], CPU_LOCK_TEXT)
+    ids = {side_recipe(s, "/opt/sparkfleet", lock)["release_id"] for s in (patched, stock)}
+    assert len(ids) == 2  # the patch's content is part of the id: two directories, never one
+    with pytest.raises(PlanError) as err:
+        side_release_inputs(MAIN_INPUTS, [entry])  # a patch whose content was never read
+    assert err.value.variable == "vllm_install_releases[0].patches"
+
+
 @pytest.mark.parametrize(
     ("entry", "variable", "says"),
     [
@@ -119,14 +136,14 @@ def test_a_side_release_takes_the_main_inputs_and_replaces_only_what_it_names() 
         ({"name": "Older", "vllm_version": "0.30.0"}, "vllm_install_releases[0].name", "lower-case letters"),
         ({"name": "older"}, "vllm_install_releases[0].vllm_version", "names its vLLM version"),
         (
-            {"name": "older", "vllm_version": "0.30.0", "patches": []},
-            "vllm_install_releases[0].patches",
-            "takes capabilities",
+            {"name": "older", "vllm_version": "0.30.0", "patches": [{"kind": "overlay"}]},
+            "vllm_install_releases[0].patches[0]",
+            "each patch needs src",
         ),
         (
             {"name": "older", "vllm_version": "0.30.0", "lock_file": "locks/older.json"},
             "vllm_install_releases[0].lock_file",
-            "shared by all",
+            "takes capabilities, excludes",
         ),
     ],
 )

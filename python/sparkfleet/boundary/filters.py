@@ -21,6 +21,7 @@ from ..models import Intent, Platform
 from ..planning import loading
 from ..planning.planner import plan
 from ..recipes import PLATFORM_PACKAGES, side
+from ..recipes.inputs import patch_entries
 from ..release import Lock, room
 from . import adapters
 
@@ -153,7 +154,7 @@ def release_room(building: Any, df_lines: Any, margin_gib: Any) -> dict[str, Any
         fields = str(line).split()
         if len(fields) != 5 or fields[0] != "room" or not fields[3].isdigit():
             continue
-        _, label, device, free_kib, mount = fields
+        label, device, free_kib, mount = fields[1:]
         found = filesystems.setdefault(
             (device, mount), room.Filesystem(device=device, mount=mount, free_bytes=int(free_kib) * 1024, holds=[])
         )
@@ -368,20 +369,7 @@ def unit_dropins(items: Any, template: Any, filename: Any, variable: Any) -> dic
 def patch_inputs(patches: Any, sha256s: Any) -> list[dict[str, Any]]:
     """vllm_install_patches as the install recipe takes them: each with its defaults and its content's sha256 (read
     on the controller, in the same order), which makes the patch part of the release id."""
-    out = []
-    for index, (item, sha256) in enumerate(zip(patches or [], sha256s or [], strict=True)):
-        if not isinstance(item, dict) or not isinstance(item.get("src"), str):
-            raise ValueError(f"vllm_install_patches[{index}]: each patch needs src (a file on the controller)")
-        out.append(
-            {
-                "name": item.get("name") or item["src"].rsplit("/", 1)[-1],
-                "kind": item.get("kind", "patch"),
-                "target": item.get("target", "."),
-                "strip": item.get("strip", 1),
-                "sha256": str(sha256),
-            }
-        )
-    return out
+    return patch_entries(list(patches or []), [str(h) for h in sha256s or []])
 
 
 def argv_refusals(lines: Any, version: Any) -> str:

@@ -22,7 +22,8 @@ from pydantic import Field, field_validator
 from ..errors import PlanError, from_validation
 from ..models import Strict, planned_flag
 from ..release import LockedPackage, Target, parse_lock
-from ..resolver import DEFAULT_CACHE, RESOLVE_TIMEOUT_S, _locked, _run, uv_binary
+from ..release.cachefile import locked
+from ..resolver import DEFAULT_CACHE, RESOLVE_TIMEOUT_S, _run, uv_binary
 from .directives import WEBUI_CACHE_DIRECTORY as CACHE_DIRECTORY
 from .directives import WEBUI_STATE_DIRECTORY as STATE_DIRECTORY
 
@@ -98,7 +99,7 @@ def webui_lock(
     # Beside the release locks, in a directory of its own: the release lock cache holds release locks only.
     path = cache_dir / "webui" / f"{version}-{key}.json"
     # Concurrent forks (one per host) wait for the first resolve and then read it.
-    with _locked(path):
+    with locked(path):
         if path.exists() and not relock:
             lock = WebuiLock.model_validate_json(path.read_text(encoding="utf-8"))
             check_lock(lock.requirements, version)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from ..errors import PlanError
 from ..models import Platform, Strict, known_capabilities
 from ..versions import NEWEST_RELEASE
 
@@ -45,6 +46,29 @@ class ReleasePatch(Strict):
         if value.startswith("/") or ".." in value.split("/"):
             raise ValueError(f"target {value!r} must be relative to site-packages and stay inside it")
         return value
+
+
+def patch_entries(patches: list[Any], sha256s: list[str], variable: str = "vllm_install_patches") -> list[dict[str, Any]]:
+    """Patches as the install inputs take them: each with its defaults (name the file's, kind patch, target '.', strip
+    1) and the sha256 of its content, read on the controller in the same order, which makes it part of the release
+    id."""
+    for index, item in enumerate(patches):
+        if not isinstance(item, dict) or not isinstance(item.get("src"), str):
+            raise PlanError(f"{variable}[{index}]", "each patch needs src (a file on the controller)")
+    if len(patches) != len(sha256s):
+        raise PlanError(variable, f"{len(patches)} patches but {len(sha256s)} contents read")
+    out = []
+    for item, sha256 in zip(patches, sha256s, strict=True):
+        out.append(
+            {
+                "name": item.get("name") or item["src"].rsplit("/", 1)[-1],
+                "kind": item.get("kind", "patch"),
+                "target": item.get("target", "."),
+                "strip": item.get("strip", 1),
+                "sha256": str(sha256),
+            }
+        )
+    return out
 
 
 class PrecompiledWheel(Strict):

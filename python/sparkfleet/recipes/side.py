@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import PlanError
 from ..models import RELEASE_NAME_PATTERN
 from ..release import Lock
+from .inputs import patch_entries
 from .steps import inputs_from, recipe
 
 VARIABLE = "vllm_install_releases"
@@ -29,13 +30,18 @@ SIDE_KEYS = {
     "capabilities": "capabilities",
     # A nightly's own wheel index (vLLM's per-commit index): the release locks from it beside PyPI.
     "index_urls": "index_urls",
+    # Its own patches (a fork's local fixes), their content in its release id; none of the main release's.
+    "patches": "patches",
 }
 # What follows the source: a side release from PyPI carries none of the main release's fork fields, and the reverse.
 _SOURCE_FIELDS = ("vllm_git_repo", "vllm_git_ref", "precompiled_wheel", "capabilities")
 
 
-def side_release_inputs(main: dict[str, Any], releases: list[Any]) -> list[dict[str, Any]]:
-    """Each side release as {name, inputs}: the main release's inputs with the keys it names replaced, checked."""
+def side_release_inputs(
+    main: dict[str, Any], releases: list[Any], patch_sha256s: dict[str, list[str]] | None = None
+) -> list[dict[str, Any]]:
+    """Each side release as {name, inputs}: the main release's inputs with the keys it names replaced, checked. Its
+    patches' contents (`patch_sha256s`, by release name, read on the controller) make them part of its id."""
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for index, item in enumerate(releases or []):
@@ -53,14 +59,19 @@ def side_release_inputs(main: dict[str, Any], releases: list[Any]) -> list[dict[
             raise PlanError(
                 f"{label}.{unknown[0]}",
                 f"is not a key of a side release; it takes {', '.join(sorted(SIDE_KEYS))} "
-                "(patches and the lock file are the main release's, shared by all)",
+                "(a committed lock file is the main release's)",
             )
         if "vllm_version" not in item and item.get("source") != "git":
             raise PlanError(f"{label}.vllm_version", "a side release names its vLLM version (or source: git)")
         inputs = dict(main) | {"patches": []}
         if item.get("source", main.get("vllm_source")) != main.get("vllm_source"):
             inputs |= {field: None for field in _SOURCE_FIELDS} | {"capabilities": []}
-        inputs |= {SIDE_KEYS[key]: value for key, value in item.items() if key != "name"}
+        inputs |= {SIDE_KEYS[key]: value for key, value in item.items() if key not in ("name", "patches")}
+        if item.get("patches"):
+            if not isinstance(item["patches"], list):
+                raise PlanError(f"{label}.patches", "a list of patches, each with src (as vllm_install_patches)")
+            hashes = (patch_sha256s or {}).get(name, [])
+            inputs["patches"] = patch_entries(item["patches"], hashes, f"{label}.patches")
         inputs_from(inputs)  # refuses what the main release's variables would refuse, here by this release's keys
         out.append({"name": name, "inputs": inputs})
     return out

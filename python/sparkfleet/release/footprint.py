@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..models import Strict
+from .cachefile import locked
 from .lock import Lock
 from .ranges import RangeFile, fetch
 from .reading import LockedPackage, parse_lock
@@ -98,15 +99,15 @@ def _simple_files(index: str, name: str) -> dict[str, tuple[str, str]]:
                 found[digest] = (item["filename"], urllib.parse.urljoin(page, item["url"]))
         return found
     for href, text in _LINK.findall(body):
-        url, _, fragment = href.partition("#sha256=")
-        if fragment:
+        if "#sha256=" in href:
+            url, fragment = href.split("#sha256=", 1)
             found[fragment[:64]] = (text.strip(), urllib.parse.urljoin(page, url))
     return found
 
 
 def _read_page(page: str) -> tuple[str, str]:
-    _, headers, body = fetch(page, {"Accept": _SIMPLE_ACCEPT})
-    return headers.get("content-type", ""), body.decode("utf-8", "replace")
+    answer = fetch(page, {"Accept": _SIMPLE_ACCEPT})
+    return answer.headers.get("content-type", ""), answer.body.decode("utf-8", "replace")
 
 
 def _retried(call: Callable[[], T]) -> T:
@@ -185,11 +186,14 @@ def cached_footprint(
 ) -> ReleaseFootprint:
     """The footprint of a lock, measured once and kept beside the locks (a lock's files never change)."""
     key = hashlib.sha256(json.dumps([lock.requirements, lock.target, lock.python, sorted(indexes)]).encode()).hexdigest()
-    path = cache_dir / f"{key}.footprint.json" if cache_dir else None
-    if path is not None and path.exists():
-        return ReleaseFootprint.model_validate_json(path.read_text(encoding="utf-8"))
-    found = release_footprint(lock, indexes, find_links)
-    if path is not None and not found.unmeasured:  # a package the index did not answer for is measured again
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(found.model_dump_json(indent=1), encoding="utf-8")
-    return found
+    # Apart from the locks, whose directory holds locks alone (readers take every *.json there for one).
+    path = cache_dir / "footprints" / f"{key}.json" if cache_dir else None
+    if path is None:
+        return release_footprint(lock, indexes, find_links)
+    with locked(path):  # the play's hosts ask at once: one measures, the others read its answer
+        if path.exists():
+            return ReleaseFootprint.model_validate_json(path.read_text(encoding="utf-8"))
+        found = release_footprint(lock, indexes, find_links)
+        if not found.unmeasured:  # a package the index did not answer for is measured again next time
+            path.write_text(found.model_dump_json(indent=1), encoding="utf-8")
+        return found

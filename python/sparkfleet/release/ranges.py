@@ -13,7 +13,7 @@ import ssl
 import threading
 import urllib.parse
 import urllib.request
-from typing import Any
+from typing import Any, NamedTuple
 
 TIMEOUT_S = 120
 _REDIRECTS = 5
@@ -37,33 +37,47 @@ def _connection(scheme: str, netloc: str) -> http.client.HTTPConnection:
     return pool[scheme, netloc]
 
 
-def fetch(url: str, headers: dict[str, str], method: str = "GET") -> tuple[int, dict[str, str], bytes]:
-    """(status, headers, body) of one request, redirects followed, on this thread's kept connection."""
+class Answer(NamedTuple):
+    status: int
+    headers: dict[str, str]  # names in lower case
+    body: bytes
+
+
+def fetch(url: str, headers: dict[str, str], method: str = "GET") -> Answer:
+    """One request's answer, redirects followed, on this thread's kept connection."""
     if _proxied(url):
         request = urllib.request.Request(url, headers=headers, method=method)
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as answer:
-            return answer.status, dict(answer.headers.items()), answer.read()
-    for _ in range(_REDIRECTS):
-        parts = urllib.parse.urlsplit(url)
-        path = parts.path + (f"?{parts.query}" if parts.query else "")
-        for retry in (False, True):  # a kept connection the server closed is opened again once
-            connection = _connection(parts.scheme, parts.netloc)
-            try:
-                connection.request(method, path or "/", headers=headers)
-                answer = connection.getresponse()
-                body = answer.read()
-                break
-            except (http.client.HTTPException, OSError):
-                connection.close()
-                if retry:
-                    raise
-        if answer.status in (301, 302, 303, 307, 308) and answer.getheader("Location"):
-            url = urllib.parse.urljoin(url, answer.getheader("Location", ""))
+            return Answer(answer.status, {k.lower(): v for k, v in answer.headers.items()}, answer.read())
+    for hop in range(_REDIRECTS + 1):
+        response, body = _request(url, headers, method)
+        moved = response.getheader("Location")
+        if response.status in (301, 302, 303, 307, 308) and moved and hop < _REDIRECTS:
+            url = urllib.parse.urljoin(url, moved)
             continue
-        if answer.status >= 400:
-            raise OSError(f"{url}: HTTP {answer.status}")
-        return answer.status, {k.lower(): v for k, v in answer.getheaders()}, body
+        if response.status >= 300:
+            raise OSError(f"{url}: HTTP {response.status}")
+        return Answer(response.status, {k.lower(): v for k, v in response.getheaders()}, body)
     raise OSError(f"{url}: more than {_REDIRECTS} redirects")
+
+
+def _request(url: str, headers: dict[str, str], method: str) -> tuple[http.client.HTTPResponse, bytes]:
+    """One request on the kept connection; one the server closed meanwhile is opened again, once."""
+    parts = urllib.parse.urlsplit(url)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    try:
+        return _send(_connection(parts.scheme, parts.netloc), method, path, headers)
+    except (http.client.HTTPException, OSError):
+        _connection(parts.scheme, parts.netloc).close()
+        return _send(_connection(parts.scheme, parts.netloc), method, path, headers)
+
+
+def _send(
+    connection: http.client.HTTPConnection, method: str, path: str, headers: dict[str, str]
+) -> tuple[http.client.HTTPResponse, bytes]:
+    connection.request(method, path, headers=headers)
+    response = connection.getresponse()
+    return response, response.read()
 
 
 class RangeFile(io.RawIOBase):
@@ -73,8 +87,7 @@ class RangeFile(io.RawIOBase):
         self.url = url
         self.pos = 0
         if size is None:
-            _, headers, _ = fetch(url, {}, "HEAD")
-            size = int({k.lower(): v for k, v in headers.items()}["content-length"])
+            size = int(fetch(url, {}, "HEAD").headers["content-length"])
         self.size = size
 
     def seekable(self) -> bool:
@@ -94,8 +107,9 @@ class RangeFile(io.RawIOBase):
         end = self.size if size < 0 else min(self.size, self.pos + size)
         if end <= self.pos:
             return b""
-        status, _, data = fetch(self.url, {"Range": f"bytes={self.pos}-{end - 1}"})
-        if status == 200:  # a server that ignores the range sends the whole file
+        answer = fetch(self.url, {"Range": f"bytes={self.pos}-{end - 1}"})
+        data = answer.body
+        if answer.status == 200:  # a server that ignores the range sends the whole file
             data = data[self.pos : end]
         self.pos += len(data)
         return data
