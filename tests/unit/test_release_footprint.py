@@ -99,3 +99,5 @@ def test_a_build_the_filesystem_cannot_take_is_refused_naming_each_release_and_t
     two_fs = ["room sparkfleet_root /dev/nvme0n1p2 104857600 /", "room sparkfleet_build_cache_dir tmpfs 8388608 /var/cache"]
     split = release_room({"main": FOOTPRINT}, two_fs, 0)["problems"]
     assert len(split) == 1 and "to /var/cache (tmpfs, which holds sparkfleet_build_cache_dir)" in split[0]
+    with pytest.raises(ValueError, match="vllm_install_free_margin_gib: -1 is negative"):
+        release_room({"main": FOOTPRINT}, one_fs, -1)

@@ -164,6 +164,8 @@ def release_room(building: Any, df_lines: Any, margin_gib: Any) -> dict[str, Any
         margin = float(margin_gib)
     except (ValidationError, TypeError) as exc:
         raise ValueError(f"release_room: {exc}") from exc
+    if margin < 0:
+        raise ValueError(f"vllm_install_free_margin_gib: {margin:g} is negative; 0 or more GiB to leave free after a build")
     return {
         "problems": room.room_problems(releases, list(filesystems.values()), margin),
         "releases": [room.describe(r) for r in releases],
