@@ -10,9 +10,10 @@ loads it, else on the newest release beside it that does. Planner output, not a 
 from __future__ import annotations
 
 from sparkfleet.boundary.adapters import host_plan
-from sparkfleet.catalog import load_catalog
+from sparkfleet.catalog import load_catalog, recipe_intent
 from sparkfleet.errors import PlanError
-from sparkfleet.models import HostFacts
+from sparkfleet.models import GIB, HostFacts
+from sparkfleet.planning.memory import GB10_REFERENCE_TOTAL_GIB
 
 SPARK = HostFacts(
     platform="gb10",
@@ -21,7 +22,7 @@ SPARK = HostFacts(
     driver_version="580.142",
     cuda_version="13.0",
     ptxas_path="/usr/local/cuda/bin/ptxas",
-    mem_total_bytes=128_526_000_128,
+    mem_total_bytes=int(GB10_REFERENCE_TOTAL_GIB * GIB),
     vllm_version="0.33.0",
 ).model_dump(mode="json")
 BESIDE = [{"name": "stock-0.30", "vllm_version": "0.30.0"}]
@@ -32,7 +33,9 @@ def main() -> None:
     planned = 0
     catalog = load_catalog()
     for model_id in sorted(catalog):
-        instance = {"name": "m", "model": model_id, "intent": {"trust_remote_code": True}}
+        # A model one Spark cannot hold is asked on the Sparks its recipe serves it on (the head's plan).
+        intent = {"trust_remote_code": True} | recipe_intent(catalog[model_id])
+        instance = {"name": "m", "model": model_id, "intent": intent}
         try:
             served = host_plan(SPARK, [instance], "vllm_serve_instances", False, BESIDE).instances["m"]
         except PlanError as exc:

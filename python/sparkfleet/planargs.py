@@ -15,7 +15,7 @@ import psutil
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
-from .catalog import get_profile
+from .catalog import get_profile, recipe_intent
 from .errors import PlanError, from_validation
 from .hub import HubUnreachableError, profile_from_hub, read_hub_model
 from .localmodel import profile_from_dir
@@ -309,6 +309,25 @@ def _record(args: argparse.Namespace) -> ReleaseRecord | None:
     return built
 
 
+def _recipe_layout(args: argparse.Namespace, profile: ModelProfile) -> str | None:
+    """A model too large for one Spark, asked with no layout of the user's own, is planned on the Sparks its recipe
+    serves it on (the profile's layout), and the note says so."""
+    asked = (args.nodes, args.tensor_parallel_size, args.pipeline_parallel_size, args.decode_context_parallel_size)
+    if profile.layout is None or asked != (1, 1, 1, 1):
+        return None
+    streams = args.concurrency if args.concurrency != Intent.model_fields["concurrency"].default else None
+    fields = recipe_intent(profile, {"max_context": args.max_context, "concurrency": streams})
+    if args.cluster_backend != "auto":
+        fields.pop("cluster_backend")
+    for name, value in fields.items():
+        setattr(args, name, value)
+    return (
+        f"planned on the {args.nodes} Sparks its recipe serves it on (tensor parallel {args.tensor_parallel_size}, "
+        f"decode context parallel {args.decode_context_parallel_size}, {args.cluster_backend}) at "
+        f"{args.max_context or 'its default'} x {args.concurrency}; --nodes plans another"
+    )
+
+
 def make_plan(args: argparse.Namespace) -> tuple[ServePlan, str | None]:
     args.loaded_record = _record(args)
     asked = args.vllm_version is not None
@@ -325,6 +344,8 @@ def make_plan(args: argparse.Namespace) -> tuple[ServePlan, str | None]:
         if not os.path.isabs(args.model_dir):
             raise PlanError("--model-dir", f"{args.model_dir!r} is relative; the directory on the host, from /")
         model_ref = model_dir = os.path.normpath(args.model_dir)
+    layout_note = _recipe_layout(args, profile)
+    note = "; ".join(n for n in (note, layout_note) if n) or None
     intent = _intent(args, drafter_ref)
     placed = {"model_dir": model_dir, "model_fs": args.model_fs, "placement": _placement(args)}
     return plan(host, profile, intent, model_ref=model_ref, drafter=drafter, **placed), note

@@ -7,7 +7,7 @@ from conftest import spark
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkfleet.catalog import load_catalog
+from sparkfleet.catalog import load_catalog, recipe_intent
 from sparkfleet.errors import PlanError
 from sparkfleet.models import GIB, Intent, ServePlan, command_line
 from sparkfleet.planning.memory import GB10_MAX_UTILIZATION
@@ -23,7 +23,11 @@ profiles = st.sampled_from(["interactive", "memory-saver", "throughput"])
 def _plan(model: str, context: int, seqs: int, profile: str = "interactive", **extra: object):  # type: ignore[no-untyped-def]
     p = load_catalog()[model]
     intent = Intent(
-        trust_remote_code=True, max_context=min(context, p.native_max_context), concurrency=seqs, profile=profile, **extra
+        trust_remote_code=True,
+        max_context=min(context, p.native_max_context),
+        concurrency=seqs,
+        profile=profile,
+        **(recipe_intent(p, {"max_context": context}) | extra),
     )
     version = max(p.min_version, VllmVersion.parse("0.32.0"))
     return plan(spark(str(min(version, p.max_version) if p.max_version else version)), p, intent)

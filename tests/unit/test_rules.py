@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import cpu_host, spark
 
-from sparkfleet.catalog import get_profile, load_catalog
+from sparkfleet.catalog import get_profile, load_catalog, recipe_intent
 from sparkfleet.errors import PlanError
 from sparkfleet.models import HostFacts, Intent, ServePlan
 from sparkfleet.planning.planner import plan
@@ -62,7 +62,9 @@ def test_no_removed_or_unknown_env_var_is_ever_emitted() -> None:
                 continue
             if profile.max_version is not None and VllmVersion.parse(version) > profile.max_version:
                 continue
-            env = plan(spark(version), profile, Intent(trust_remote_code=True, max_context=8192, concurrency=1)).env
+            asked = {"trust_remote_code": True, "max_context": 8192, "concurrency": 1}
+            intent = Intent.model_validate(asked | recipe_intent(profile, asked))
+            env = plan(spark(version), profile, intent).env
             assert "VLLM_ATTENTION_BACKEND" not in env
             assert "VLLM_MXFP4_BACKEND" not in env
             if VllmVersion.parse(version).at_least("0.29.0"):
@@ -287,7 +289,11 @@ def test_infeasible_intent_names_what_would_fit() -> None:
 
 def test_every_catalog_profile_plans_on_gb10_at_its_minimum_version() -> None:
     for profile in load_catalog().values():
-        result = plan(spark(profile.min_vllm), profile, Intent(trust_remote_code=True, max_context=32768, concurrency=2))
+        # A model one Spark cannot hold plans on the Sparks its recipe serves it on, at that recipe's context.
+        intent = Intent.model_validate(
+            {"trust_remote_code": True, "max_context": 32768, "concurrency": 2} | recipe_intent(profile)
+        )
+        result = plan(spark(profile.min_vllm), profile, intent)
         assert result.argv[:3] == ["vllm", "serve", profile.id]
         assert len(result.reasons) >= len([a for a in result.argv if a.startswith("--")])
         assert all(r.source for r in result.reasons)

@@ -31,7 +31,7 @@ from vllm.tool_parsers import ToolParserManager
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 
 from sparkfleet.bench_offline import SERVE_ONLY_FLAGS, offline_argv
-from sparkfleet.catalog import load_catalog
+from sparkfleet.catalog import load_catalog, recipe_intent
 from sparkfleet.errors import PlanError
 from sparkfleet.models import GIB, HostFacts, Intent, NodePlacement, ServePlan
 from sparkfleet.planning.memory import GB10_REFERENCE_TOTAL_GIB
@@ -216,14 +216,21 @@ def main() -> int:
                 trust_remote_code=True, max_context=profile.long_context_max, concurrency=1, allow_long_context=True
             )
         staged = f"{STAGED}/{profile.id}" if profile.speculative.mtp_draft_subdir else None
+        layout = recipe_intent(profile)
         for name, intent in {**INTENTS, **extra}.items():
+            # A model one Spark cannot hold: each one-Spark intent is planned on the Sparks its recipe serves it on.
+            if layout and intent.nodes > 1:
+                print(f"skip {profile.id} [{name}]: its recipe spans {layout['nodes']} Sparks, this layout {intent.nodes}")
+                continue
+            on_its_sparks = recipe_intent(profile, intent.model_dump(exclude_unset=True))
+            asked = Intent.model_validate(intent.model_dump() | on_its_sparks) if on_its_sparks else intent
             # A staged model's shard sizes are read from its files; here, the 5 GB shards transformers writes.
             planned = profile.model_copy(update={"largest_shard_gib": 5e9 / GIB}) if name.startswith("load-") else profile
             # A drafter that needs a build beyond upstream (dflash_drafter_needs) is planned for a release declaring it.
             needs = profile.speculative.dflash_drafter_needs if name == "dflash" else None
             host = gb10.model_copy(update={"vllm_capabilities": (needs,)}) if needs else gb10
             try:
-                served = plan(host, planned, intent, model_ref=staged, placement=PLACEMENTS.get(name))
+                served = plan(host, planned, asked, model_ref=staged, placement=PLACEMENTS.get(name))
                 check(served.argv)
                 offline += check_offline(served)
             except Exception as exc:
@@ -234,6 +241,11 @@ def main() -> int:
                 # A model whose recipe allows no tensor parallel is refused two-way tensor parallel by design.
                 if name == "ray-tp2" and isinstance(exc, PlanError) and exc.variable == "intent.tensor_parallel_size":
                     print(f"skip {profile.id} [{name}]: the planner refuses it ({exc.problem[:80]})")
+                    continue
+                # A model that fills its recipe's Sparks has no room for a second load copy or a drafter: refused by
+                # design for memory, its other intents reach the parser.
+                if layout and isinstance(exc, PlanError) and exc.variable in {"intent", "intent.load"}:
+                    print(f"skip {profile.id} [{name}]: refused on its recipe's Sparks ({exc.problem[:80]})")
                     continue
                 failed += 1
                 print(f"FAIL {profile.id} [{name}]: {type(exc).__name__}: {exc}")

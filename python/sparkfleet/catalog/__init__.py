@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 
@@ -23,6 +24,18 @@ def load_catalog() -> dict[str, ModelProfile]:
             raise ValueError(f"catalog: {profile.id} is defined twice")
         profiles[profile.id] = profile
     return profiles
+
+
+def recipe_intent(profile: ModelProfile, asked: Mapping[str, object] | None = None) -> dict[str, object]:
+    """The intent fields that put a plan on the Sparks the model's recipe serves it on, with the recipe's context and
+    streams where `asked` (the fields a caller sets) names neither; none for a model one Spark holds."""
+    layout = profile.layout
+    if layout is None:
+        return {}
+    fields: dict[str, object] = dict(layout.as_intent())
+    if all((asked or {}).get(name) is None for name in ("max_context", "concurrency")):
+        fields |= {"max_context": layout.max_context, "concurrency": layout.concurrency}
+    return fields
 
 
 def get_profile(model_id: str) -> ModelProfile:

@@ -14,6 +14,7 @@ from .intent import (
     ServeProfile,
     SpeculativeMethod,
 )
+from .layout import RecipeLayout
 from .plan import AnswerCheck, EnvVar, Flag, MemoryBreakdown, Reason, ServePlan, SystemdLimits, command_line, planned_flag
 from .profile import (
     COMPRESS_RATIOS,
@@ -70,6 +71,7 @@ __all__ = [
     "ProfileArg",
     "ProfileEnv",
     "Reason",
+    "RecipeLayout",
     "ReleaseChoice",
     "ReleaseRecord",
     "RingCache",

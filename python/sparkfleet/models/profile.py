@@ -12,6 +12,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from ..versions import VllmVersion
 from .base import Strict
 from .host import known_capabilities
+from .layout import RecipeLayout
 from .speed import DecodeReads, Parameters
 
 
@@ -338,6 +339,8 @@ class ModelProfile(Strict):
     # with no rope override: vLLM only needs VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to accept it.
     long_context_max: Annotated[int, Field(gt=0)] | None = None
     tensor_parallel_max: int | None = None
+    # A model too large for one Spark: the layout its recipe serves it on, named where a plan on fewer is refused.
+    layout: RecipeLayout | None = None
     # Total and active parameter counts: what a decode step reads, for the speed prediction (sparkfleet.planning.speed).
     parameters: Parameters | None = None
     # The same read from the checkpoint's safetensors headers, by tensor class (hub ids and local directories).
@@ -393,6 +396,8 @@ class ModelProfile(Strict):
             needed.add("parameters")
         if self.max_vllm:
             needed.add("max_vllm")
+        if self.layout:
+            needed.add("layout")
         if self.reasoning_max_tokens:
             needed.add("reasoning_max_tokens")
         missing = sorted(needed - self.sources.keys())

@@ -53,7 +53,16 @@ def _suggestions(profile: ModelProfile, intent: Intent, r: Resolved, geo: KvPool
     fp8_helps = profile.kv_fp8_supported and not isinstance(profile.kv_layout, PackedMlaPool) and r.kv_record is None
     if r.kv_cache_dtype != "fp8" and fp8_helps and intent.speculative is not SpeculativeMethod.DFLASH:
         tips.append("kv_cache_dtype fp8")
-    tips.append(f"nodes {max(2, intent.nodes * 2)} (tensor parallel)")
+    layout = profile.layout
+    if layout is not None and intent.nodes < layout.nodes:
+        dcp = layout.decode_context_parallel_size
+        tips.append(
+            f"nodes {layout.nodes} with tensor_parallel_size {layout.tensor_parallel_size}"
+            + (f" and decode_context_parallel_size {dcp}" if dcp > 1 else "")
+            + " (the layout its recipes serve it on)"
+        )
+    else:
+        tips.append(f"nodes {max(2, intent.nodes * 2)} (tensor parallel)")
     return tuple(tips)
 
 

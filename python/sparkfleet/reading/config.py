@@ -94,6 +94,11 @@ def checkpoint_format(config: dict[str, Any]) -> CheckpointFormat:
     method = str(quant.get("quant_method", "")).lower()
     algo = str(quant.get("quant_algo", "")).lower()
     if method == "modelopt":
+        if algo == "mixed_precision":
+            # vLLM 0.33 reads it as modelopt_mixed, each layer by its own algorithm (ModelOptMixedPrecisionConfig):
+            # NVFP4 routed experts run the NVFP4 MoE kernels whatever the other layers hold.
+            algo = " ".join(str(layer.get("quant_algo", "")) for layer in (quant.get("quantized_layers") or {}).values())
+            algo = algo.lower()
         return CheckpointFormat.MODELOPT_NVFP4 if "fp4" in algo else CheckpointFormat.FP8
     if method == "compressed-tensors":
         text = json.dumps(quant).lower()
