@@ -15,8 +15,8 @@ import argparse
 
 from sparkfleet.catalog import load_catalog
 from sparkfleet.planning import calibration, multinode
+from sparkfleet.planning.catalogspeed import catalog_speed
 from sparkfleet.planning.speed import ALLREDUCE_START_S
-from sparkfleet.planning.speedplan import catalog_decode
 
 
 def what(row: calibration.Measurement) -> str:
@@ -66,11 +66,15 @@ def main() -> None:
         f"eager {f.eager_s_per_layer * 1e3:.3f} ms per layer, prefill {f.flops / 1e12:.1f} TFLOP/s effective "
         f"after {f.prefill_start_s * 1e3:.0f} ms"
     )
-    print("\ncatalog, predicted single-stream decode on a Spark (1,024 tokens in, CUDA graphs, the recipe's KV dtype):")
+    print(
+        "\ncatalog, predicted single-stream decode on a Spark, or on the Sparks its recipe names (1,024 tokens in, "
+        "CUDA graphs, the recipe's KV dtype):"
+    )
     for profile in load_catalog().values():
-        band = catalog_decode(profile)
+        band = catalog_speed(profile)
         shown = f"{band.value:6.1f} tok/s ({band.low:.1f}-{band.high:.1f})" if band else "not predicted"
-        print(f"  {profile.id:<62} {shown}")
+        where = f" on {profile.layout.nodes} Sparks" if profile.layout else ""
+        print(f"  {profile.id:<62} {shown}{where}")
     across = multinode.factors()
     print(
         "\nacross Sparks (tensor parallel, the ratio to one Spark; all-reduce start fitted "

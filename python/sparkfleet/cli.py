@@ -14,35 +14,17 @@ import yaml
 from pydantic import ValidationError
 
 from .bench import check_summary, compare
-from .catalog import load_catalog, recipe_intent
+from .catalog import load_catalog
 from .doctor.hang import GpuReading, classify, parse_ras
 from .errors import PlanError
 from .hostconfig.monitoring import dashboard, rules_document, thresholds
-from .models import GIB, HostFacts, Intent, ModelProfile, Platform
-from .models.speed import Band
+from .models import Platform
 from .planargs import add_plan_args, make_plan
+from .planning.catalogspeed import catalog_speed
 from .planning.choices import DEFAULT_VLLM
-from .planning.memory import GB10_REFERENCE_TOTAL_GIB
-from .planning.planner import plan
-from .planning.speedplan import catalog_decode
 from .recipes import InstallInputs
 from .report import render_explain, render_report
 from .versions import CAPABILITIES
-
-
-def _decode_on_its_sparks(profile: ModelProfile) -> Band | None:
-    """A model one Spark cannot hold: its single-stream decode as planned on the Sparks its recipe serves it on."""
-    spark = HostFacts(
-        platform=Platform.GB10,
-        compute_capability="12.1",
-        mem_total_bytes=int(GB10_REFERENCE_TOTAL_GIB * GIB),
-        vllm_version=DEFAULT_VLLM[Platform.GB10],
-    )
-    try:
-        served = plan(spark, profile, Intent.model_validate(recipe_intent(profile)))
-    except PlanError:
-        return None
-    return served.speed.decode if served.speed else None
 
 
 def _catalog(as_json: bool) -> str:
@@ -63,7 +45,7 @@ def _catalog(as_json: bool) -> str:
             )
             if x
         )
-        decode = catalog_decode(profile) if profile.layout is None else _decode_on_its_sparks(profile)
+        decode = catalog_speed(profile)
         rows.append(
             f"{profile.id:<62} {profile.checkpoint_format.value:<26} {profile.weights_gib:>6.1f}Gi "
             f"{profile.native_max_context:>9} {f'~{decode.value:.0f} tok/s' if decode else '-':>13}  {notes}"

@@ -14,7 +14,9 @@ from sparkfleet.catalog import get_profile, load_catalog, recipe_intent
 from sparkfleet.cli import main
 from sparkfleet.errors import InfeasibleError
 from sparkfleet.models import CheckpointFormat, Intent, RecipeLayout
+from sparkfleet.planning.catalogspeed import catalog_speed, reference_spark
 from sparkfleet.planning.planner import plan
+from sparkfleet.planning.speedplan import catalog_decode
 from sparkfleet.reading.config import checkpoint_format, profile_from_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
@@ -112,3 +114,13 @@ def test_a_modelopt_mixed_precision_checkpoint_is_fp4_where_its_experts_are() ->
     layers = {"model.layers.3.mlp.experts": {"quant_algo": "MXFP8", "group_size": 32}}
     fp8 = mixed | {"quantized_layers": layers}
     assert checkpoint_format({"quantization_config": fp8}) is CheckpointFormat.FP8
+
+
+def test_the_catalogs_decode_figure_is_its_recipes_sparks_not_one() -> None:
+    profile = get_profile(GLM)
+    across = catalog_speed(profile)
+    assert across is not None
+    served = plan(reference_spark(), profile, Intent.model_validate(recipe_intent(profile)))
+    assert served.speed is not None and across == served.speed.decode
+    one = catalog_decode(profile)
+    assert one is not None and across.value > 2 * one.value
