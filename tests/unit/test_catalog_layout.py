@@ -24,7 +24,10 @@ GLM = "local-inference-lab/GLM-5.3-NVFP4-Spark"
 # Each catalog model whose published config is a fixture: the fixture holding its text model, and the checkpoint's
 # size (its index's total_size). GLM-5.3-NVFP4-Spark's config (lil testdata, 7629ec8) has the same text fields as
 # GLM-5.3-NVFP4's; only its quantization_config differs (ModelOpt MIXED_PRECISION against plain NVFP4).
-PUBLISHED = {GLM: ("zai-org--GLM-5.3-NVFP4", 435_548_900_560)}
+PUBLISHED = {
+    GLM: ("zai-org--GLM-5.3-NVFP4", 435_548_900_560),
+    "local-inference-lab/GLM-5.3-Flash-NVFP4": ("zai-org--GLM-5.3-Flash-NVFP4", 198_042_331_512),
+}
 # What decides the KV a token, the layers and the weights a plan holds.
 READ_FIELDS = (
     "architecture",

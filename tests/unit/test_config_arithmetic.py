@@ -129,6 +129,9 @@ CATALOG_CONFIGS = {
     # NVIDIA's card: 31.6B total, 3.6B active with the embeddings (seed 002's "30B / 3.5B" rounded them, and this
     # check caught the catalog holding the rounded figures).
     "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4": ("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 0),
+    # No card states GLM-5.3's counts: the catalog holds transformers' own count of each published config.
+    "local-inference-lab/GLM-5.3-NVFP4-Spark": ("zai-org--GLM-5.3-NVFP4", 0),
+    "local-inference-lab/GLM-5.3-Flash-NVFP4": ("zai-org--GLM-5.3-Flash-NVFP4", 0),
 }
 
 

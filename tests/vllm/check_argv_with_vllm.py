@@ -219,10 +219,14 @@ def main() -> int:
         layout = recipe_intent(profile)
         for name, intent in {**INTENTS, **extra}.items():
             # A model one Spark cannot hold: each one-Spark intent is planned on the Sparks its recipe serves it on.
-            if layout and intent.nodes > 1:
+            if layout and intent.nodes not in (1, layout["nodes"]):
                 print(f"skip {profile.id} [{name}]: its recipe spans {layout['nodes']} Sparks, this layout {intent.nodes}")
                 continue
-            on_its_sparks = recipe_intent(profile, intent.model_dump(exclude_unset=True))
+            on_its_sparks = recipe_intent(profile, intent.model_dump(exclude_unset=True)) if intent.nodes == 1 else {}
+            if layout and intent.nodes == layout["nodes"]:
+                # A multi-node intent over as many Sparks keeps its backend and takes the recipe's parallel sizes.
+                sizes = ("tensor_parallel_size", "decode_context_parallel_size")
+                on_its_sparks = {size: layout[size] for size in sizes} | {"pipeline_parallel_size": 1}
             asked = Intent.model_validate(intent.model_dump() | on_its_sparks) if on_its_sparks else intent
             # A staged model's shard sizes are read from its files; here, the 5 GB shards transformers writes.
             planned = profile.model_copy(update={"largest_shard_gib": 5e9 / GIB}) if name.startswith("load-") else profile
@@ -240,6 +244,14 @@ def main() -> int:
                     continue
                 # A model whose recipe allows no tensor parallel is refused two-way tensor parallel by design.
                 if name == "ray-tp2" and isinstance(exc, PlanError) and exc.variable == "intent.tensor_parallel_size":
+                    print(f"skip {profile.id} [{name}]: the planner refuses it ({exc.problem[:80]})")
+                    continue
+                # A separate drafter's KV cache beside a packed or indexed pool is not planned, by design.
+                if (
+                    name in {"eagle3-drafter", "draft-model"}
+                    and isinstance(exc, PlanError)
+                    and exc.variable == "intent.speculative"
+                ):
                     print(f"skip {profile.id} [{name}]: the planner refuses it ({exc.problem[:80]})")
                     continue
                 # A model that fills its recipe's Sparks has no room for a second load copy or a drafter: refused by
