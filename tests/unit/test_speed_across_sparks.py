@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from conftest import spark
 
@@ -87,3 +89,26 @@ def test_a_layout_that_is_not_one_gpu_a_spark_says_why_no_speed_is_predicted() -
     assert modelled_layout(intent) is None
     (said,) = silence(profile, spark().platform, intent, "generate")
     assert "2 x 1 is not 4" in said
+
+
+def test_decode_context_parallel_pays_each_mla_layers_combine_and_each_indexers_gather() -> None:
+    """vLLM 0.33's DCP decode: an LSE all-gather and an output reduce-scatter on each of GLM-5.3's 78 MLA layers, and
+    each of its 21 indexers all-gathers 2,048 candidates of 8 bytes from every rank; DCP 4 splits the latent 4 ways."""
+    profile = get_profile("local-inference-lab/GLM-5.3-NVFP4-Spark")
+    facts = speed.step_facts(profile, 1, sparse_record=656)
+    assert facts is not None
+    factors = dataclasses.replace(calibration.factors(), allreduce_start_s=48e-6)
+    tp4, dcp4 = speed.Layout(ranks=4, kv_ranks=1), speed.Layout(ranks=4, kv_ranks=4)
+    at = {"sequences": 1, "context": 1024, "eager": False}
+    added = speed.step_seconds(facts, factors, layout=dcp4, **at) - speed.step_seconds(facts, factors, layout=tp4, **at)
+    cache_saved = facts.cache_bytes_read(1024) * (1 - 1 / 4) / (speed.GB10_BANDWIDTH * factors.bandwidth_efficiency)
+    combine = 2 * 78 * 48e-6
+    gathers = 21 * (48e-6 + 2048 * 8 * 4 / speed.ALLREDUCE_BYTES_PER_S)
+    assert added == pytest.approx(combine + gathers - cache_saved, rel=1e-6)
+    # A planned instance says so, and decodes slower than without it at a short context.
+    intent = {"max_context": 32768, "concurrency": 1, "nodes": 4, "tensor_parallel_size": 4, "cluster_backend": "ray"}
+    whole = plan(spark("0.33.0"), profile, Intent.model_validate(intent))
+    split = plan(spark("0.33.0"), profile, Intent.model_validate(intent | {"decode_context_parallel_size": 4}))
+    assert whole.speed is not None and split.speed is not None
+    assert split.speed.decode.value < whole.speed.decode.value
+    assert any("decode context parallel over 4" in line for line in split.speed.basis)

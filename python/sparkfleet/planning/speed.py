@@ -32,6 +32,18 @@ LINK_SOURCE = (
 )
 
 
+# Decode context parallel over MLA: each MLA layer's decode all-gathers the softmax LSE of every rank's share and
+# reduce-scatters the corrected output (vLLM 0.33 v1/attention/ops/dcp.py cp_lse_ag_out_rs, called from
+# layers/attention/mla_attention.py), and gathers the query first unless it is replicated; each sparse indexer
+# all-gathers its top-k candidates, a score and a token id of 4 bytes each (layers/sparse_attn_indexer.py).
+DCP_COLLECTIVES_PER_MLA_LAYER = 2
+DCP_CANDIDATE_BYTES = 8
+DCP_SOURCE = (
+    "vLLM 0.33 layers/attention/mla_attention.py and v1/attention/ops/dcp.py (an LSE all-gather and an output "
+    "reduce-scatter a layer), layers/sparse_attn_indexer.py (each indexer's top-k candidates all-gathered)"
+)
+
+
 def allreduce_seconds(nbytes: float, start_s: float = ALLREDUCE_START_S) -> float:
     return start_s + nbytes / ALLREDUCE_BYTES_PER_S
 
@@ -94,6 +106,10 @@ class StepFacts:
     reads: DecodeReads | None = None
     # MLA keeps one latent a token, whole on every tensor-parallel rank: tensor parallel does not divide its KV.
     kv_replicated: bool = False
+    # The MLA layers and the sparse indexers with their top-k: what decode context parallel adds collectives for.
+    mla_layers: int = 0
+    indexers: int = 0
+    index_topk: int = 0
 
     @property
     def head_params(self) -> float:
@@ -202,6 +218,9 @@ def _facts(profile: ModelProfile, parameters: Parameters, kv: tuple[int, int, in
         window=kv[2],
         state_bytes=state_bytes(profile, 1, 0) * (profile.state_layers.count if profile.state_layers else 0),
         kv_replicated=profile.mla is not None,
+        mla_layers=profile.full_attention_layers if profile.mla is not None else 0,
+        indexers=(profile.indexer_layers or profile.full_attention_layers) if profile.index_topk else 0,
+        index_topk=profile.index_topk or 0,
     )
 
 
@@ -264,7 +283,18 @@ def step_seconds(
     link = 0.0
     if ranks > 1:
         link = 2 * facts.layers / stages * allreduce_seconds(tokens * facts.hidden * 2, factors.allreduce_start_s)
-    return fixed + read + compute + link
+    return fixed + read + compute + link + dcp_seconds(facts, factors, tokens, layout)
+
+
+def dcp_seconds(facts: StepFacts, factors: Factors, tokens: float, layout: Layout) -> float:
+    """What decode context parallel adds to a step: each MLA layer's combine across the ranks that split the latent,
+    and each sparse indexer's gather of its candidates (their bytes from every rank)."""
+    if layout.kv_ranks <= 1 or not facts.mla_layers:
+        return 0.0
+    combine = DCP_COLLECTIVES_PER_MLA_LAYER * facts.mla_layers * allreduce_seconds(0.0, factors.allreduce_start_s)
+    gathered = tokens * facts.index_topk * DCP_CANDIDATE_BYTES * layout.kv_ranks
+    indexers = facts.indexers * allreduce_seconds(gathered, factors.allreduce_start_s)
+    return (combine + indexers) / layout.stages
 
 
 def hop_seconds(facts: StepFacts, factors: Factors, tokens: float) -> float:

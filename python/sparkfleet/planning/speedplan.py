@@ -162,6 +162,12 @@ def _across(layout: speed.Layout, factors: speed.Factors, extra: float) -> list[
             "an MoE's experts whole on each rank (expert parallel), the step waiting for the rank its tokens touched "
             "most; prefill's compute divided over the ranks, its link traffic not counted (no figure)"
         )
+    if layout.kv_ranks > 1:
+        said.append(
+            f"decode context parallel over {layout.kv_ranks}: each rank reads 1/{layout.kv_ranks} of a sequence's "
+            f"latent, and each MLA layer adds {speed.DCP_COLLECTIVES_PER_MLA_LAYER} collectives, each sparse indexer "
+            f"one gather of its candidates ({speed.DCP_SOURCE})"
+        )
     if layout.stages > 1:
         said.append(
             f"{layout.stages} pipeline stages: each reads its layers, {layout.stages} batches in flight as vLLM keeps "
