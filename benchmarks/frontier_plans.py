@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
 
 from conftest import spark
 
+from sparkfleet.catalog import load_catalog, recipe_intent
 from sparkfleet.errors import PlanError
 from sparkfleet.models import Intent, ModelProfile
 from sparkfleet.planning.planner import plan
@@ -54,13 +55,16 @@ def profile(name: str) -> ModelProfile:
 
 
 def main() -> None:
-    for name, settings in CASES:
-        intent = Intent.model_validate({"concurrency": 1, "cluster_backend": "ray"} | settings)
+    asked = [(name, profile(name), {"concurrency": 1, "cluster_backend": "ray"} | settings) for name, settings in CASES]
+    # The catalog's models one Spark cannot hold, as a plan with no layout asked takes them: on their recipe's Sparks.
+    asked += [(f"catalog {p.id}", p, recipe_intent(p)) for p in load_catalog().values() if p.layout]
+    for name, model, settings in asked:
+        intent = Intent.model_validate(settings)
         sizes = (intent.tensor_parallel_size, intent.pipeline_parallel_size, intent.decode_context_parallel_size)
         layout = "TP{} PP{} DCP{}".format(*sizes)
         print(f"\n{name} on {intent.nodes} Sparks, {layout}, asked {intent.max_context:,} x {intent.concurrency}")
         try:
-            result = plan(spark("0.33.0"), profile(name), intent, model_ref=name)
+            result = plan(spark("0.33.0"), model, intent, model_ref=name)
         except PlanError as exc:
             print(f"  refused: {exc}")
             continue
