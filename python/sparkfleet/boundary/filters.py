@@ -149,16 +149,17 @@ def side_releases(recipes: Any, records: Any) -> list[dict[str, Any]]:
 def release_room(building: Any, df_lines: Any, margin_gib: Any) -> dict[str, Any]:
     """The releases to build (release name -> footprint) against the filesystems the preflight's df lines report
     ('room LABEL DEVICE FREE_KIB MOUNT'): what each takes, and one problem per filesystem that cannot take them."""
-    filesystems: dict[tuple[str, str], room.Filesystem] = {}
+    labels: dict[tuple[str, str, int], list[str]] = {}
     for line in df_lines or []:
         fields = str(line).split()
         if len(fields) != 5 or fields[0] != "room" or not fields[3].isdigit():
             continue
         label, device, free_kib, mount = fields[1:]
-        found = filesystems.setdefault(
-            (device, mount), room.Filesystem(device=device, mount=mount, free_bytes=int(free_kib) * 1024, holds=[])
-        )
-        found.holds.append(label)
+        labels.setdefault((device, mount, int(free_kib) * 1024), []).append(label)
+    filesystems = [
+        room.Filesystem(device=device, mount=mount, free_bytes=free, holds=tuple(held))
+        for (device, mount, free), held in labels.items()
+    ]
     try:
         releases = [room.Building(name=str(name), footprint=fp) for name, fp in dict(building or {}).items()]
         margin = float(margin_gib)
@@ -167,7 +168,7 @@ def release_room(building: Any, df_lines: Any, margin_gib: Any) -> dict[str, Any
     if margin < 0:
         raise ValueError(f"vllm_install_free_margin_gib: {margin:g} is negative; 0 or more GiB to leave free after a build")
     return {
-        "problems": room.room_problems(releases, list(filesystems.values()), margin),
+        "problems": room.room_problems(releases, filesystems, margin),
         "releases": [room.describe(r) for r in releases],
     }
 

@@ -17,7 +17,7 @@ class Filesystem(Strict):
     device: str
     mount: str
     free_bytes: Annotated[int, Field(ge=0)]
-    holds: list[str]  # which of the build's directories lie on it (sparkfleet_root, sparkfleet_build_cache_dir)
+    holds: tuple[str, ...]  # which of the build's directories lie on it (sparkfleet_root, sparkfleet_build_cache_dir)
 
 
 class Building(Strict):
