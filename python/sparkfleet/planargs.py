@@ -169,6 +169,16 @@ def _types(annotation: Any) -> tuple[Any, ...]:
     return (annotation,)
 
 
+class GivenOption(argparse.Action):
+    """Stores an intent option's value and notes it was given: a value equal to its default is still one asked."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.intent_given = (getattr(namespace, "intent_given", None) or set()) | {self.dest}
+
+
 def _intent_argument(name: str, field: FieldInfo) -> dict[str, Any]:
     """The argparse settings of one intent field: its type, choices and default from the model, its help from the
     field's description (the one text of it)."""
@@ -177,6 +187,7 @@ def _intent_argument(name: str, field: FieldInfo) -> dict[str, Any]:
     settings: dict[str, Any] = {"help": field.description, "dest": name}
     if bool in allowed:
         return settings | {"action": "store_true"}
+    settings["action"] = GivenOption
     if name == "chat_template_kwargs":
         return settings | {"metavar": "JSON", "help": f"{field.description}, as JSON"}
     kind = allowed[0]
@@ -311,13 +322,14 @@ def _record(args: argparse.Namespace) -> ReleaseRecord | None:
 
 def _recipe_layout(args: argparse.Namespace, profile: ModelProfile) -> str | None:
     """A model too large for one Spark, asked with no layout of the user's own, is planned on the Sparks its recipe
-    serves it on (the profile's layout), and the note says so."""
-    asked = (args.nodes, args.tensor_parallel_size, args.pipeline_parallel_size, args.decode_context_parallel_size)
-    if profile.layout is None or asked != (1, 1, 1, 1):
+    serves it on (the profile's layout), and the note says so. An option given on the command line is the user's,
+    whatever its value."""
+    given: set[str] = getattr(args, "intent_given", None) or set()
+    sizes = {"nodes", "tensor_parallel_size", "pipeline_parallel_size", "decode_context_parallel_size"}
+    if profile.layout is None or given & sizes:
         return None
-    streams = args.concurrency if args.concurrency != Intent.model_fields["concurrency"].default else None
-    fields = recipe_intent(profile, {"max_context": args.max_context, "concurrency": streams})
-    if args.cluster_backend != "auto":
+    fields = recipe_intent(profile, {name: getattr(args, name) for name in ("max_context", "concurrency") if name in given})
+    if "cluster_backend" in given:
         fields.pop("cluster_backend")
     for name, value in fields.items():
         setattr(args, name, value)

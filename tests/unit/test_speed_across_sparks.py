@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 from conftest import spark
@@ -10,10 +12,13 @@ from conftest import spark
 from sparkfleet.catalog import get_profile
 from sparkfleet.kv.cache import kv_dtype_bytes
 from sparkfleet.models import Intent
+from sparkfleet.models.speed import Parameters
 from sparkfleet.planning import calibration, multinode, speed
 from sparkfleet.planning.planner import plan
+from sparkfleet.reading.config import profile_from_config
 
 GPT_OSS = "openai/gpt-oss-120b"
+CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 
 
 @pytest.mark.parametrize("row", multinode.ROWS, ids=lambda r: f"{r.model.split('/')[1]} c{r.concurrency}")
@@ -92,8 +97,9 @@ def test_a_layout_that_is_not_one_gpu_a_spark_says_why_no_speed_is_predicted() -
 
 
 def test_decode_context_parallel_pays_each_mla_layers_combine_and_each_indexers_gather() -> None:
-    """vLLM 0.33's DCP decode: an LSE all-gather and an output reduce-scatter on each of GLM-5.3's 78 MLA layers, and
-    each of its 21 indexers all-gathers 2,048 candidates of 8 bytes from every rank; DCP 4 splits the latent 4 ways."""
+    """vLLM 0.33's DCP decode for GlmMoeDsa (a2a, query replicated): one all-to-all a layer of every rank's partial
+    outputs, 64 heads x the 512-wide latent in BF16, of which 3/4 leave each of 4 ranks; on each of GLM-5.3's 78 MLA
+    layers; and each of its 21 indexers all-gathers 2,048 candidates of 8 bytes from every rank."""
     profile = get_profile("local-inference-lab/GLM-5.3-NVFP4-Spark")
     facts = speed.step_facts(profile, 1, sparse_record=656)
     assert facts is not None
@@ -102,8 +108,9 @@ def test_decode_context_parallel_pays_each_mla_layers_combine_and_each_indexers_
     at = {"sequences": 1, "context": 1024, "eager": False}
     added = speed.step_seconds(facts, factors, layout=dcp4, **at) - speed.step_seconds(facts, factors, layout=tp4, **at)
     cache_saved = facts.cache_bytes_read(1024) * (1 - 1 / 4) / (speed.GB10_BANDWIDTH * factors.bandwidth_efficiency)
-    combine = 2 * 78 * 48e-6
-    gathers = 21 * (48e-6 + 2048 * 8 * 4 / speed.ALLREDUCE_BYTES_PER_S)
+    link = speed.ALLREDUCE_BYTES_PER_S
+    combine = 78 * (48e-6 + 64 * 512 * 2 * 3 / 4 / link)
+    gathers = 21 * (48e-6 + 2048 * 8 * 4 / link)
     assert added == pytest.approx(combine + gathers - cache_saved, rel=1e-6)
     # A planned instance says so, and decodes slower than without it at a short context.
     intent = {"max_context": 32768, "concurrency": 1, "nodes": 4, "tensor_parallel_size": 4, "cluster_backend": "ray"}
@@ -112,3 +119,19 @@ def test_decode_context_parallel_pays_each_mla_layers_combine_and_each_indexers_
     assert whole.speed is not None and split.speed is not None
     assert split.speed.decode.value < whole.speed.decode.value
     assert any("decode context parallel over 4" in line for line in split.speed.basis)
+
+
+def test_decode_context_parallel_elsewhere_gathers_the_query_and_lse_and_reduce_scatters_the_output() -> None:
+    """The default combine (ag_rs): per MLA layer the query (heads x (latent + RoPE) in BF16), the LSE (a float32 a
+    head) and the output (heads x latent in BF16), each one collective; DeepSeek-V3's 61 layers, 128 heads, no
+    indexer."""
+    config = json.loads((CONFIGS / "deepseek-ai--DeepSeek-V3.json").read_text())
+    read = profile_from_config("deepseek-ai/DeepSeek-V3", config, 640 * 2**30, "DeepSeek-V3")
+    # Its card's counts: what a step reads does not enter the combine's cost.
+    profile = read.model_copy(update={"parameters": Parameters(total_b=671, active_b=37, experts=256, experts_per_token=8)})
+    facts = speed.step_facts(profile, 1)
+    assert facts is not None and not facts.dcp_a2a
+    factors = dataclasses.replace(calibration.factors(), allreduce_start_s=48e-6)
+    link = speed.ALLREDUCE_BYTES_PER_S
+    per_layer = 3 * 48e-6 + (128 * 576 * 2 + 128 * 4 + 128 * 512 * 2) / link
+    assert speed.dcp_seconds(facts, factors, 1, speed.Layout(ranks=4, kv_ranks=4)) == pytest.approx(61 * per_layer)

@@ -33,7 +33,7 @@ from vllm.utils.argparse_utils import FlexibleArgumentParser
 from sparkfleet.bench_offline import SERVE_ONLY_FLAGS, offline_argv
 from sparkfleet.catalog import load_catalog, recipe_intent
 from sparkfleet.errors import PlanError
-from sparkfleet.models import GIB, HostFacts, Intent, NodePlacement, ServePlan
+from sparkfleet.models import GIB, HostFacts, IndexedPool, Intent, ModelProfile, NodePlacement, PackedMlaPool, ServePlan
 from sparkfleet.planning.memory import GB10_REFERENCE_TOTAL_GIB
 from sparkfleet.planning.planner import plan
 from sparkfleet.recipes.steps import SERVE_PATH_MODULES
@@ -189,6 +189,67 @@ def check_offline(served: ServePlan) -> bool:
     return True
 
 
+# What a model one Spark cannot hold cannot take on its recipe's Sparks, by design: a second copy of a shard while
+# loading, a separate drafter, or 32 busy requests beside its weights. Every other intent must reach the parser.
+ROOM_BOUND = {"load-eager", "load-prefetch", "load-fastsafetensors", "eagle3-drafter", "draft-model", "mtp-busy"}
+
+
+def extra_intents(profile: ModelProfile) -> dict[str, Intent]:
+    """The intents a profile adds for what it supports: MTP (alone and busy), DFlash, a context past its native one."""
+    extra = {}
+    if profile.speculative.mtp:
+        extra["mtp"] = Intent(trust_remote_code=True, speculative="mtp", max_context=16384, concurrency=2)
+        # Many users behind the door: speculation is scheduled off from 32 running requests. The throughput
+        # profile gives the pool all the room there is, as such a host would (Nemotron-3-Super's 32 requests,
+        # their Mamba-2 states and checkpoints fit in it, not with the interactive profile's prefix-cache slack).
+        extra["mtp-busy"] = Intent(
+            trust_remote_code=True, speculative="mtp", max_context=2048, concurrency=32, profile="throughput"
+        )
+    if profile.speculative.dflash_drafter:
+        extra["dflash"] = Intent(trust_remote_code=True, speculative="dflash", max_context=16384, concurrency=2)
+    if profile.long_context_max:
+        extra["long-context"] = Intent(
+            trust_remote_code=True, max_context=profile.long_context_max, concurrency=1, allow_long_context=True
+        )
+    return extra
+
+
+def on_its_sparks(profile: ModelProfile, intent: Intent) -> Intent | None:
+    """The intent as planned for a model one Spark cannot hold: a one-Spark intent on the Sparks its recipe serves it
+    on, a multi-node one over as many Sparks with the recipe's parallel sizes and its own backend; None for a
+    multi-node intent over another number of Sparks."""
+    layout = profile.layout
+    if layout is None:
+        return intent
+    if intent.nodes == 1:
+        return Intent.model_validate(intent.model_dump() | recipe_intent(profile, intent.model_dump(exclude_unset=True)))
+    if intent.nodes != layout.nodes:
+        return None
+    sizes = {"tensor_parallel_size": layout.tensor_parallel_size, "pipeline_parallel_size": 1}
+    return Intent.model_validate(
+        intent.model_dump() | sizes | {"decode_context_parallel_size": layout.decode_context_parallel_size}
+    )
+
+
+def refused_by_design(profile: ModelProfile, name: str, exc: Exception) -> str | None:
+    """Why the planner refuses this intent for this model by design, or None where the refusal is a failure."""
+    if not isinstance(exc, PlanError):
+        return None
+    # Prefetch reads the whole checkpoint into the page cache: a large model is refused by design.
+    if name == "load-prefetch" and exc.variable == "intent.load":
+        return f"the planner refuses it ({exc.problem[:80]})"
+    # A model whose recipe allows no tensor parallel is refused two-way tensor parallel by design.
+    if name == "ray-tp2" and exc.variable == "intent.tensor_parallel_size":
+        return f"the planner refuses it ({exc.problem[:80]})"
+    # A separate drafter's KV cache beside a packed or indexed pool is not planned, by design.
+    pooled = isinstance(profile.kv_layout, IndexedPool | PackedMlaPool)
+    if pooled and name in {"eagle3-drafter", "draft-model"} and exc.variable == "intent.speculative":
+        return f"the planner refuses it ({exc.problem[:80]})"
+    if profile.layout is not None and name in ROOM_BOUND and exc.variable in {"intent", "intent.load"}:
+        return f"refused on its recipe's Sparks ({exc.problem[:80]})"
+    return None
+
+
 def main() -> int:
     gb10 = HostFacts(
         platform="gb10", compute_capability="12.1", mem_total_bytes=int(GB10_REFERENCE_TOTAL_GIB * GIB), vllm_version=TARGET
@@ -200,34 +261,12 @@ def main() -> int:
         if profile.max_version is not None and profile.max_version < VllmVersion.parse(TARGET):
             print(f"skip {profile.id}: stock vLLM {profile.min_vllm} to {profile.max_vllm} loads it (max_vllm)")
             continue
-        extra = {}
-        if profile.speculative.mtp:
-            extra["mtp"] = Intent(trust_remote_code=True, speculative="mtp", max_context=16384, concurrency=2)
-            # Many users behind the door: speculation is scheduled off from 32 running requests. The throughput
-            # profile gives the pool all the room there is, as such a host would (Nemotron-3-Super's 32 requests,
-            # their Mamba-2 states and checkpoints fit in it, not with the interactive profile's prefix-cache slack).
-            extra["mtp-busy"] = Intent(
-                trust_remote_code=True, speculative="mtp", max_context=2048, concurrency=32, profile="throughput"
-            )
-        if profile.speculative.dflash_drafter:
-            extra["dflash"] = Intent(trust_remote_code=True, speculative="dflash", max_context=16384, concurrency=2)
-        if profile.long_context_max:
-            extra["long-context"] = Intent(
-                trust_remote_code=True, max_context=profile.long_context_max, concurrency=1, allow_long_context=True
-            )
         staged = f"{STAGED}/{profile.id}" if profile.speculative.mtp_draft_subdir else None
-        layout = recipe_intent(profile)
-        for name, intent in {**INTENTS, **extra}.items():
-            # A model one Spark cannot hold: each one-Spark intent is planned on the Sparks its recipe serves it on.
-            if layout and intent.nodes not in (1, layout["nodes"]):
-                print(f"skip {profile.id} [{name}]: its recipe spans {layout['nodes']} Sparks, this layout {intent.nodes}")
+        for name, intent in {**INTENTS, **extra_intents(profile)}.items():
+            asked = on_its_sparks(profile, intent)
+            if asked is None:
+                print(f"skip {profile.id} [{name}]: its recipe spans {profile.layout and profile.layout.nodes} Sparks")
                 continue
-            on_its_sparks = recipe_intent(profile, intent.model_dump(exclude_unset=True)) if intent.nodes == 1 else {}
-            if layout and intent.nodes == layout["nodes"]:
-                # A multi-node intent over as many Sparks keeps its backend and takes the recipe's parallel sizes.
-                sizes = ("tensor_parallel_size", "decode_context_parallel_size")
-                on_its_sparks = {size: layout[size] for size in sizes} | {"pipeline_parallel_size": 1}
-            asked = Intent.model_validate(intent.model_dump() | on_its_sparks) if on_its_sparks else intent
             # A staged model's shard sizes are read from its files; here, the 5 GB shards transformers writes.
             planned = profile.model_copy(update={"largest_shard_gib": 5e9 / GIB}) if name.startswith("load-") else profile
             # A drafter that needs a build beyond upstream (dflash_drafter_needs) is planned for a release declaring it.
@@ -238,26 +277,9 @@ def main() -> int:
                 check(served.argv)
                 offline += check_offline(served)
             except Exception as exc:
-                # Prefetch reads the whole checkpoint into the page cache: a large model is refused by design.
-                if name == "load-prefetch" and isinstance(exc, PlanError) and exc.variable == "intent.load":
-                    print(f"skip {profile.id} [{name}]: the planner refuses it ({exc.problem[:80]})")
-                    continue
-                # A model whose recipe allows no tensor parallel is refused two-way tensor parallel by design.
-                if name == "ray-tp2" and isinstance(exc, PlanError) and exc.variable == "intent.tensor_parallel_size":
-                    print(f"skip {profile.id} [{name}]: the planner refuses it ({exc.problem[:80]})")
-                    continue
-                # A separate drafter's KV cache beside a packed or indexed pool is not planned, by design.
-                if (
-                    name in {"eagle3-drafter", "draft-model"}
-                    and isinstance(exc, PlanError)
-                    and exc.variable == "intent.speculative"
-                ):
-                    print(f"skip {profile.id} [{name}]: the planner refuses it ({exc.problem[:80]})")
-                    continue
-                # A model that fills its recipe's Sparks has no room for a second load copy or a drafter: refused by
-                # design for memory, its other intents reach the parser.
-                if layout and isinstance(exc, PlanError) and exc.variable in {"intent", "intent.load"}:
-                    print(f"skip {profile.id} [{name}]: refused on its recipe's Sparks ({exc.problem[:80]})")
+                why = refused_by_design(profile, name, exc)
+                if why is not None:
+                    print(f"skip {profile.id} [{name}]: {why}")
                     continue
                 failed += 1
                 print(f"FAIL {profile.id} [{name}]: {type(exc).__name__}: {exc}")

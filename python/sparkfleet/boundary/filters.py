@@ -149,16 +149,19 @@ def side_releases(recipes: Any, records: Any) -> list[dict[str, Any]]:
 def release_room(building: Any, df_lines: Any, margin_gib: Any) -> dict[str, Any]:
     """The releases to build (release name -> footprint) against the filesystems the preflight's df lines report
     ('room LABEL DEVICE FREE_KIB MOUNT'): what each takes, and one problem per filesystem that cannot take them."""
-    labels: dict[tuple[str, str, int], list[str]] = {}
+    # df runs once per directory: two lines of one filesystem may differ by what was written between them.
+    labels: dict[tuple[str, str], list[str]] = {}
+    free: dict[tuple[str, str], int] = {}
     for line in df_lines or []:
         fields = str(line).split()
         if len(fields) != 5 or fields[0] != "room" or not fields[3].isdigit():
             continue
         label, device, free_kib, mount = fields[1:]
-        labels.setdefault((device, mount, int(free_kib) * 1024), []).append(label)
+        labels.setdefault((device, mount), []).append(label)
+        free[(device, mount)] = min(free.get((device, mount), int(free_kib) * 1024), int(free_kib) * 1024)
     filesystems = [
-        room.Filesystem(device=device, mount=mount, free_bytes=free, holds=tuple(held))
-        for (device, mount, free), held in labels.items()
+        room.Filesystem(device=device, mount=mount, free_bytes=free[(device, mount)], holds=tuple(held))
+        for (device, mount), held in labels.items()
     ]
     try:
         releases = [room.Building(name=str(name), footprint=fp) for name, fp in dict(building or {}).items()]

@@ -339,7 +339,7 @@ def sparse_mla_geometry(
     attention in one block table, each layer with a page of its own size (UniformTypeKVCacheSpecs), every rank holding
     the whole latent."""
     layers = cdiv(profile.full_attention_layers + draft_layers, pipeline_parallel)
-    indexers = cdiv((profile.indexer_layers or profile.full_attention_layers) + draft_layers, pipeline_parallel)
+    indexers = cdiv(profile.indexers + draft_layers, pipeline_parallel)
     return KvGeometry(
         bytes_per_token_by_kind={GroupKind.FULL: record_bytes},
         layers_by_kind={GroupKind.FULL: layers},

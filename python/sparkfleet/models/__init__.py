@@ -5,7 +5,6 @@ from __future__ import annotations
 from .base import GIB, WILDCARDS, Strict, cdiv
 from .host import HostFacts, Platform, known_capabilities
 from .intent import (
-    ClusterBackend,
     Intent,
     KnownAnswer,
     KvDtype,
@@ -14,7 +13,7 @@ from .intent import (
     ServeProfile,
     SpeculativeMethod,
 )
-from .layout import RecipeLayout
+from .layout import ClusterBackend, RecipeLayout
 from .plan import AnswerCheck, EnvVar, Flag, MemoryBreakdown, Reason, ServePlan, SystemdLimits, command_line, planned_flag
 from .profile import (
     COMPRESS_RATIOS,

@@ -10,6 +10,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 
 from .base import WILDCARDS, Strict
+from .layout import ClusterBackend
 from .profile import _ONE_LINE, TemplateKwargs, check_template_kwargs
 
 
@@ -69,15 +70,6 @@ class LoadStrategy(str, Enum):
     PREFETCH = "prefetch"
     FASTSAFETENSORS = "fastsafetensors"
     INSTANTTENSOR = "instanttensor"
-
-
-class ClusterBackend(str, Enum):
-    """How the ranks of a multi-node instance find each other: vLLM's own launch (one unit per node, the mp
-    executor) or a Ray cluster; auto takes native where the release has it."""
-
-    AUTO = "auto"
-    NATIVE = "native"
-    RAY = "ray"
 
 
 class NodePlacement(Strict):

@@ -9,7 +9,8 @@ from pydantic import Field, model_validator
 
 from .base import Strict
 from .host import Platform
-from .intent import ClusterBackend, LoadStrategy
+from .intent import LoadStrategy
+from .layout import ClusterBackend
 from .release import ReleaseChoice
 from .speed import SpeedPrediction
 

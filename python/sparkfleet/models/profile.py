@@ -41,6 +41,8 @@ class MlaShape(Strict):
     kv_lora_rank: Annotated[int, Field(gt=0)]
     # 0 for a NoPE latent (GLM-5-Next).
     qk_rope_head_dim: Annotated[int, Field(ge=0)]
+    # The query heads that attend to the latent: what decode context parallel moves between ranks (None: not read).
+    heads: Annotated[int, Field(gt=0)] | None = None
 
 
 # The compress ratios vLLM builds a DeepSeek-V4 layer with (compressor.py asserts 4 or 128; 0 in a config reads as 1).
@@ -408,6 +410,10 @@ class ModelProfile(Strict):
             raise ValueError(f"profile {self.id}: a model needs at least one attention layer")
         if self.sliding_attention_layers and not self.sliding_window:
             raise ValueError(f"profile {self.id}: sliding layers need sliding_window")
+        if self.layout and self.layout.max_context > (self.long_context_max or self.native_max_context):
+            raise ValueError(f"profile {self.id}: layout.max_context is past the model's context")
+        if self.layout and self.layout.decode_context_parallel_size > 1 and not self.mla:
+            raise ValueError(f"profile {self.id}: decode context parallel splits an MLA latent; this model has none")
         if self.long_context_max is not None and self.long_context_max <= self.native_max_context:
             raise ValueError(
                 f"profile {self.id}: long_context_max {self.long_context_max} must exceed native_max_context "
@@ -438,3 +444,7 @@ class ModelProfile(Strict):
     @property
     def attention_layers(self) -> int:
         return self.full_attention_layers + self.sliding_attention_layers
+
+    @property
+    def indexers(self) -> int:  # the layers with a sparse indexer (every attention layer where the config names none)
+        return self.indexer_layers or self.full_attention_layers

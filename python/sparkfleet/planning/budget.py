@@ -58,8 +58,8 @@ def _suggestions(profile: ModelProfile, intent: Intent, r: Resolved, geo: KvPool
         dcp = layout.decode_context_parallel_size
         tips.append(
             f"nodes {layout.nodes} with tensor_parallel_size {layout.tensor_parallel_size}"
-            + (f" and decode_context_parallel_size {dcp}" if dcp > 1 else "")
-            + " (the layout its recipes serve it on)"
+            + (f", decode_context_parallel_size {dcp}" if dcp > 1 else "")
+            + f" and cluster_backend {layout.cluster_backend.value} (the layout its recipes serve it on)"
         )
     else:
         tips.append(f"nodes {max(2, intent.nodes * 2)} (tensor parallel)")

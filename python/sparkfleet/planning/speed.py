@@ -32,15 +32,18 @@ LINK_SOURCE = (
 )
 
 
-# Decode context parallel over MLA: each MLA layer's decode all-gathers the softmax LSE of every rank's share and
-# reduce-scatters the corrected output (vLLM 0.33 v1/attention/ops/dcp.py cp_lse_ag_out_rs, called from
-# layers/attention/mla_attention.py), and gathers the query first unless it is replicated; each sparse indexer
-# all-gathers its top-k candidates, a score and a token id of 4 bytes each (layers/sparse_attn_indexer.py).
-DCP_COLLECTIVES_PER_MLA_LAYER = 2
+# Decode context parallel over MLA, as vLLM 0.32 / 0.33 combine each MLA layer's partial outputs across the ranks that
+# split the latent. By default (ag_rs) the query is all-gathered, then the softmax LSE, and the output reduce-scattered
+# (layers/attention/mla_attention.py, v1/attention/ops/dcp.py cp_lse_ag_out_rs): three collectives. GlmMoeDsa sets
+# a2a with a replicated query instead (model_executor/models/config.py GlmMoeDsaForCausalLM: set_dcp_defaults(
+# comm_backend="a2a", q_replicate=True)): one all-to-all of the outputs (dcp.py dcp_a2a_lse_reduce). Each sparse
+# indexer all-gathers its top-k candidates, a score and a token id of 4 bytes each (layers/sparse_attn_indexer.py).
+DCP_A2A_ARCHITECTURES = frozenset({"GlmMoeDsaForCausalLM"})
 DCP_CANDIDATE_BYTES = 8
 DCP_SOURCE = (
-    "vLLM 0.33 layers/attention/mla_attention.py and v1/attention/ops/dcp.py (an LSE all-gather and an output "
-    "reduce-scatter a layer), layers/sparse_attn_indexer.py (each indexer's top-k candidates all-gathered)"
+    "vLLM 0.33 v1/attention/ops/dcp.py (ag_rs: query and LSE all-gathers and an output reduce-scatter a layer; a2a: "
+    "one all-to-all, GlmMoeDsa's default in model_executor/models/config.py), layers/sparse_attn_indexer.py (each "
+    "indexer's top-k candidates all-gathered)"
 )
 
 
@@ -106,10 +109,15 @@ class StepFacts:
     reads: DecodeReads | None = None
     # MLA keeps one latent a token, whole on every tensor-parallel rank: tensor parallel does not divide its KV.
     kv_replicated: bool = False
-    # The MLA layers and the sparse indexers with their top-k: what decode context parallel adds collectives for.
+    # The MLA layers, their query heads and latent, the sparse indexers with their top-k, and whether vLLM combines
+    # the layers' outputs by all-to-all: what decode context parallel moves between ranks.
     mla_layers: int = 0
+    mla_heads: int = 0
+    mla_latent: int = 0
+    mla_rope: int = 0
     indexers: int = 0
     index_topk: int = 0
+    dcp_a2a: bool = False
 
     @property
     def head_params(self) -> float:
@@ -187,7 +195,7 @@ def step_facts(profile: ModelProfile, kv_dtype_bytes: int, sparse_record: int | 
     if parameters is None:
         return None
     if sparse_record is not None and profile.index_topk:
-        indexers = (profile.indexer_layers or profile.full_attention_layers) * profile.indexer_bytes_per_token
+        indexers = profile.indexers * profile.indexer_bytes_per_token
         return _facts(profile, parameters, (indexers, sparse_record * profile.full_attention_layers, profile.index_topk))
     full = attention_bytes_per_token(profile, kv_dtype_bytes, 1, GroupKind.FULL)
     sliding = attention_bytes_per_token(profile, kv_dtype_bytes, 1, GroupKind.SLIDING)
@@ -219,8 +227,12 @@ def _facts(profile: ModelProfile, parameters: Parameters, kv: tuple[int, int, in
         state_bytes=state_bytes(profile, 1, 0) * (profile.state_layers.count if profile.state_layers else 0),
         kv_replicated=profile.mla is not None,
         mla_layers=profile.full_attention_layers if profile.mla is not None else 0,
-        indexers=(profile.indexer_layers or profile.full_attention_layers) if profile.index_topk else 0,
+        mla_heads=(profile.mla.heads or 0) if profile.mla is not None else 0,
+        mla_latent=profile.mla.kv_lora_rank if profile.mla is not None else 0,
+        mla_rope=profile.mla.qk_rope_head_dim if profile.mla is not None else 0,
+        indexers=profile.indexers if profile.index_topk else 0,
         index_topk=profile.index_topk or 0,
+        dcp_a2a=profile.architecture in DCP_A2A_ARCHITECTURES,
     )
 
 
@@ -287,14 +299,23 @@ def step_seconds(
 
 
 def dcp_seconds(facts: StepFacts, factors: Factors, tokens: float, layout: Layout) -> float:
-    """What decode context parallel adds to a step: each MLA layer's combine across the ranks that split the latent,
-    and each sparse indexer's gather of its candidates (their bytes from every rank)."""
-    if layout.kv_ranks <= 1 or not facts.mla_layers:
+    """What decode context parallel adds to a step: each MLA layer's combine of its partial outputs (BF16, every
+    query head over the latent) across the `kv_ranks` that split it, and each sparse indexer's gather of its
+    candidates. With the heads unread, each collective's start alone is counted."""
+    n = layout.kv_ranks
+    if n <= 1 or not facts.mla_layers:
         return 0.0
-    combine = DCP_COLLECTIVES_PER_MLA_LAYER * facts.mla_layers * allreduce_seconds(0.0, factors.allreduce_start_s)
-    gathered = tokens * facts.index_topk * DCP_CANDIDATE_BYTES * layout.kv_ranks
-    indexers = facts.indexers * allreduce_seconds(gathered, factors.allreduce_start_s)
-    return (combine + indexers) / layout.stages
+    start = factors.allreduce_start_s
+    outputs = tokens * facts.mla_heads * facts.mla_latent * 2
+    if facts.dcp_a2a:
+        combine = allreduce_seconds(outputs * (n - 1) / n, start)
+    else:
+        query = tokens * facts.mla_heads * (facts.mla_latent + facts.mla_rope) * 2
+        combine = allreduce_seconds(query, start) + allreduce_seconds(tokens * facts.mla_heads * 4, start)
+        combine += allreduce_seconds(outputs, start)
+    gathered = tokens * facts.index_topk * DCP_CANDIDATE_BYTES * n
+    indexers = facts.indexers * allreduce_seconds(gathered, start)
+    return (facts.mla_layers * combine + indexers) / layout.stages
 
 
 def hop_seconds(facts: StepFacts, factors: Factors, tokens: float) -> float:

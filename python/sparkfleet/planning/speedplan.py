@@ -165,8 +165,8 @@ def _across(layout: speed.Layout, factors: speed.Factors, extra: float) -> list[
     if layout.kv_ranks > 1:
         said.append(
             f"decode context parallel over {layout.kv_ranks}: each rank reads 1/{layout.kv_ranks} of a sequence's "
-            f"latent, and each MLA layer adds {speed.DCP_COLLECTIVES_PER_MLA_LAYER} collectives, each sparse indexer "
-            f"one gather of its candidates ({speed.DCP_SOURCE})"
+            "latent, and each MLA layer combines its partial outputs across them (one all-to-all where vLLM sets a2a, "
+            f"else three collectives), each sparse indexer gathers its candidates ({speed.DCP_SOURCE})"
         )
     if layout.stages > 1:
         said.append(

@@ -97,8 +97,9 @@ def checkpoint_format(config: dict[str, Any]) -> CheckpointFormat:
         if algo == "mixed_precision":
             # vLLM 0.33 reads it as modelopt_mixed, each layer by its own algorithm (ModelOptMixedPrecisionConfig):
             # NVFP4 routed experts run the NVFP4 MoE kernels whatever the other layers hold.
-            algo = " ".join(str(layer.get("quant_algo", "")) for layer in (quant.get("quantized_layers") or {}).values())
-            algo = algo.lower()
+            layers = quant.get("quantized_layers")
+            layers = layers.values() if isinstance(layers, dict) else ()
+            algo = " ".join(str(layer.get("quant_algo", "")) for layer in layers if isinstance(layer, dict)).lower()
         return CheckpointFormat.MODELOPT_NVFP4 if "fp4" in algo else CheckpointFormat.FP8
     if method == "compressed-tensors":
         text = json.dumps(quant).lower()
@@ -136,7 +137,10 @@ def _mla(text: dict[str, Any]) -> MlaShape | None:
     if not rank:
         return None
     rope = text.get("qk_rope_head_dim")
-    return MlaShape(kv_lora_rank=int(rank), qk_rope_head_dim=int(64 if rope is None else rope))
+    heads = text.get("num_attention_heads")
+    return MlaShape(
+        kv_lora_rank=int(rank), qk_rope_head_dim=int(64 if rope is None else rope), heads=int(heads) if heads else None
+    )
 
 
 # vLLM 0.33 (transformers' DeepseekV4Config) names each layer and maps the name through compress_rates; 0.32
