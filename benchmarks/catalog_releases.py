@@ -12,19 +12,22 @@ from __future__ import annotations
 from sparkfleet.boundary.adapters import host_plan
 from sparkfleet.catalog import load_catalog, recipe_intent
 from sparkfleet.errors import PlanError
-from sparkfleet.models import GIB, HostFacts
-from sparkfleet.planning.memory import GB10_REFERENCE_TOTAL_GIB
+from sparkfleet.planning.catalogspeed import reference_spark
 
-SPARK = HostFacts(
-    platform="gb10",
-    gpu_name="NVIDIA GB10",
-    compute_capability="12.1",
-    driver_version="580.142",
-    cuda_version="13.0",
-    ptxas_path="/usr/local/cuda/bin/ptxas",
-    mem_total_bytes=int(GB10_REFERENCE_TOTAL_GIB * GIB),
-    vllm_version="0.33.0",
-).model_dump(mode="json")
+# A Spark's recorded driver facts over the reference Spark the planner assumes away from one.
+SPARK = (
+    reference_spark()
+    .model_copy(
+        update={
+            "gpu_name": "NVIDIA GB10",
+            "driver_version": "580.142",
+            "cuda_version": "13.0",
+            "ptxas_path": "/usr/local/cuda/bin/ptxas",
+            "vllm_version": "0.33.0",
+        }
+    )
+    .model_dump(mode="json")
+)
 BESIDE = [{"name": "stock-0.30", "vllm_version": "0.30.0"}]
 
 

@@ -33,8 +33,8 @@ from vllm.utils.argparse_utils import FlexibleArgumentParser
 from sparkfleet.bench_offline import SERVE_ONLY_FLAGS, offline_argv
 from sparkfleet.catalog import load_catalog, recipe_intent
 from sparkfleet.errors import PlanError
-from sparkfleet.models import GIB, HostFacts, IndexedPool, Intent, ModelProfile, NodePlacement, PackedMlaPool, ServePlan
-from sparkfleet.planning.memory import GB10_REFERENCE_TOTAL_GIB
+from sparkfleet.models import GIB, IndexedPool, Intent, ModelProfile, NodePlacement, PackedMlaPool, ServePlan
+from sparkfleet.planning.catalogspeed import reference_spark
 from sparkfleet.planning.planner import plan
 from sparkfleet.recipes.steps import SERVE_PATH_MODULES
 from sparkfleet.versions import VllmVersion
@@ -251,9 +251,7 @@ def refused_by_design(profile: ModelProfile, name: str, exc: Exception) -> str |
 
 
 def main() -> int:
-    gb10 = HostFacts(
-        platform="gb10", compute_capability="12.1", mem_total_bytes=int(GB10_REFERENCE_TOTAL_GIB * GIB), vllm_version=TARGET
-    )
+    gb10 = reference_spark().model_copy(update={"vllm_version": TARGET})
     passed = failed = prefetched = offline = 0
     for profile in load_catalog().values():
         if profile.min_version > VllmVersion.parse(TARGET):
