@@ -107,7 +107,7 @@ def main() -> None:
     parser.add_argument("--heavy", type=int, default=32)
     parser.add_argument("--max-tokens", type=int, default=480)
     parser.add_argument("--seconds", type=float, default=25)
-    parser.add_argument("--stop-file", default="", help="end the load early once this file exists")
+    parser.add_argument("--stop-file", default="", help="end the load once this file exists, dropping what is in flight")
     args = parser.parse_args()
     global STOP_FILE  # noqa: PLW0603 - the workers' one switch
     STOP_FILE = args.stop_file
@@ -137,9 +137,16 @@ def main() -> None:
             samples.append(light(args.target, light_key))
             time.sleep(1)
         result["light_during"] = summary(samples)
-    for worker in workers:
-        worker.join()
-    result["heavy"] = seen
+    if STOP_FILE:
+        # A stopped load leaves at once: the requests still in flight go with the process (vLLM aborts a request whose
+        # client has gone), so the engine is idle again without decoding up to --heavy x --max-tokens more tokens.
+        while any(worker.is_alive() for worker in workers) and not os.path.exists(STOP_FILE):
+            time.sleep(0.2)
+    else:
+        for worker in workers:
+            worker.join()
+    with lock:
+        result["heavy"] = json.loads(json.dumps(seen))
     print(json.dumps(result))
 
 
