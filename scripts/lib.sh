@@ -161,10 +161,10 @@ ensure_nginx() {
   rm -rf "$dir" "$dir.deb" && mv "$dir.tmp" "$dir"
 }
 
-# A container runtime that boots systemd: podman with runc (crun refuses hybrid cgroups) and debootstrap.
+# A container runtime that boots systemd: podman with runc (crun refuses hybrid cgroups), and mmdebstrap for the image.
 ensure_podman() {
-  command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1 && command -v runc >/dev/null 2>&1 && return
-  apt_install podman runc debootstrap
+  command -v podman >/dev/null 2>&1 && command -v mmdebstrap >/dev/null 2>&1 && command -v runc >/dev/null 2>&1 && return
+  apt_install podman runc mmdebstrap
 }
 
 # Debian's Chromium, which the chat UI's browser test drives with Playwright (Playwright's own browser

@@ -38,7 +38,7 @@ TRAINING = 2  # what the model learns beyond the answers; a model of an older tr
 
 
 def prose(root: Path) -> list[Path]:
-    """Every .md file of the checkout, never walking .cache or .venv: the sandbox image is debootstrapped under
+    """Every .md file of the checkout, never walking .cache or .venv: the sandbox image is bootstrapped under
     .cache beside this script (scripts/test builds both at once), and a walk into it meets paths that vanish."""
     found: list[Path] = []
     for directory, subdirectories, files in os.walk(root):
