@@ -81,6 +81,11 @@ def heavy(target: str, key: str, until: float, body: dict[str, Any], seen: dict[
             time.sleep(1)
 
 
+def answered(seen: dict[str, Any], lock: threading.Lock) -> bool:
+    with lock:
+        return bool(seen["statuses"].get("200"))
+
+
 def light(target: str, key: str) -> tuple[int, float]:
     body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
     status, _, seconds = post(target, key, "/v1/chat/completions", body)
@@ -138,9 +143,10 @@ def main() -> None:
             time.sleep(1)
         result["light_during"] = summary(samples)
     if STOP_FILE:
-        # A stopped load leaves at once: the requests still in flight go with the process (vLLM aborts a request whose
-        # client has gone), so the engine is idle again without decoding up to --heavy x --max-tokens more tokens.
-        while any(worker.is_alive() for worker in workers) and not os.path.exists(STOP_FILE):
+        # A stopped load leaves once one request has been answered: the requests still in flight go with the process
+        # (vLLM aborts a request whose client has gone), so the engine is idle again without decoding up to
+        # --heavy x --max-tokens more tokens, and the result still shows what the engine answered.
+        while any(worker.is_alive() for worker in workers) and not (os.path.exists(STOP_FILE) and answered(seen, lock)):
             time.sleep(0.2)
     else:
         for worker in workers:
