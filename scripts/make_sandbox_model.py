@@ -33,7 +33,7 @@ CHAT_TEMPLATE = (
 )
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 STAMP = "sparkfleet-sandbox.json"  # the questions the model was trained on
-TRAIN_STEPS = 300
+TRAIN_STEPS = 150
 TRAINING = 2  # what the model learns beyond the answers; a model of an older training is made again
 
 
